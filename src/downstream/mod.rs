@@ -1,0 +1,4 @@
+//! Downstream client sessions: Streamable HTTP and stdio. Each session owns its
+//! socket or pipes, feeds client messages to the hub and drains its outbox.
+
+pub mod outbox;

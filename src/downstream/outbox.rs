@@ -1,0 +1,342 @@
+//! Per-client outbound queue with the slow-consumer policy.
+//!
+//! The hub pushes with [`Outbox::push`] and never waits; the client's writer task
+//! drains with [`Outbox::drain`] after [`Outbox::ready`]. Policy (DESIGN.md "Slow
+//! clients"):
+//! - while the queue is below `cap`, everything is queued in order;
+//! - when it is full, coalescible notifications (`notifications/resources/updated` per
+//!   URI, `*/list_changed` per method) go to a side map that keeps one entry per key,
+//!   the newest; other notifications (progress, logs) are dropped and counted;
+//! - a response or a server→client request that cannot be queued, or a side map that
+//!   grows past `cap` distinct keys, closes the outbox: the hub then disconnects the
+//!   client with the returned reason.
+//!
+//! The state is a plain struct ([`OutboxState`]) so the policy is unit-tested without
+//! tokio. It sits behind a `std::sync::Mutex` because exactly two parties touch it (the
+//! hub and one writer), each for a few pointer moves, never across an `.await`.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use crate::protocol::RawId;
+
+/// What an outbound message is, for the policy and for stream routing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutKind {
+    /// A response to the client's request with this id.
+    Response,
+    /// A server→client request (sampling, elicitation, roots) — never dropped.
+    Request,
+    /// A notification that may be coalesced under pressure, with its key
+    /// (`method` or `method uri`).
+    Coalescible(Arc<str>),
+    /// Any other notification: dropped (and counted) under pressure.
+    Notification,
+}
+
+/// One message for a client: serialized once, shared by every client that gets it.
+#[derive(Debug, Clone)]
+pub struct Outbound {
+    pub bytes: Bytes,
+    pub kind: OutKind,
+    /// The client request this message belongs to (the response itself, or progress
+    /// and server requests related to it). The HTTP layer writes such messages on that
+    /// request's POST stream when it is still open, else on the GET stream.
+    pub related: Option<RawId>,
+}
+
+/// Why an outbox was closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CloseReason {
+    /// A response or request could not be queued: the client is not reading.
+    QueueFull,
+    /// Too many distinct coalesced notifications are pending.
+    CoalesceOverflow,
+    /// The hub or the session ended it normally.
+    Closed,
+}
+
+/// Result of a push.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pushed {
+    Queued,
+    Coalesced,
+    Dropped,
+    /// The outbox is (now) closed; the hub must disconnect the client.
+    Closed(CloseReason),
+}
+
+/// The pure queue state.
+#[derive(Debug)]
+pub struct OutboxState {
+    cap: usize,
+    queue: VecDeque<Outbound>,
+    /// Coalesced notifications in arrival order of their keys; one entry per key.
+    coalesced: Vec<Outbound>,
+    closed: Option<CloseReason>,
+    /// Highest queue length seen (queue + coalesced).
+    pub peak: usize,
+    /// Notifications dropped under pressure.
+    pub dropped: u64,
+    /// Notifications merged into an existing pending entry.
+    pub merged: u64,
+}
+
+impl OutboxState {
+    pub fn new(cap: usize) -> Self {
+        OutboxState {
+            cap: cap.max(1),
+            queue: VecDeque::new(),
+            coalesced: Vec::new(),
+            closed: None,
+            peak: 0,
+            dropped: 0,
+            merged: 0,
+        }
+    }
+
+    pub fn push(&mut self, msg: Outbound) -> Pushed {
+        if let Some(r) = &self.closed {
+            return Pushed::Closed(r.clone());
+        }
+        let result = if self.queue.len() < self.cap {
+            self.queue.push_back(msg);
+            Pushed::Queued
+        } else {
+            match &msg.kind {
+                OutKind::Response | OutKind::Request => self.close(CloseReason::QueueFull),
+                OutKind::Notification => {
+                    self.dropped += 1;
+                    Pushed::Dropped
+                }
+                OutKind::Coalescible(key) => {
+                    let key = key.clone();
+                    let same =
+                        |o: &Outbound| matches!(&o.kind, OutKind::Coalescible(k) if *k == key);
+                    if let Some(slot) = self.coalesced.iter_mut().find(|o| same(o)) {
+                        *slot = msg;
+                        self.merged += 1;
+                        Pushed::Coalesced
+                    } else if self.queue.iter().rev().take(1).any(same) {
+                        // The newest queued message already says the same thing.
+                        self.merged += 1;
+                        Pushed::Coalesced
+                    } else if self.coalesced.len() >= self.cap {
+                        self.close(CloseReason::CoalesceOverflow)
+                    } else {
+                        self.coalesced.push(msg);
+                        Pushed::Coalesced
+                    }
+                }
+            }
+        };
+        self.peak = self.peak.max(self.len());
+        result
+    }
+
+    fn close(&mut self, reason: CloseReason) -> Pushed {
+        self.closed = Some(reason.clone());
+        self.queue.clear();
+        self.coalesced.clear();
+        Pushed::Closed(reason)
+    }
+
+    /// Moves everything pending into `out`, queue first, then coalesced entries.
+    pub fn drain_into(&mut self, out: &mut Vec<Outbound>) {
+        out.extend(self.queue.drain(..));
+        out.append(&mut self.coalesced);
+    }
+
+    pub fn len(&self) -> usize {
+        self.queue.len() + self.coalesced.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn closed(&self) -> Option<&CloseReason> {
+        self.closed.as_ref()
+    }
+}
+
+/// Shared handle: the hub pushes, one writer drains.
+#[derive(Debug)]
+pub struct Outbox {
+    // std Mutex: two parties, critical sections of a few pointer moves, never held
+    // across an await.
+    state: Mutex<OutboxState>,
+    notify: Notify,
+}
+
+impl Outbox {
+    pub fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Outbox {
+            state: Mutex::new(OutboxState::new(cap)),
+            notify: Notify::new(),
+        })
+    }
+
+    /// Queues a message per the policy. Never blocks on the client.
+    pub fn push(&self, msg: Outbound) -> Pushed {
+        let r = self.lock().push(msg);
+        self.notify.notify_one();
+        r
+    }
+
+    /// Closes the outbox; the writer sees it on its next `drain`.
+    pub fn close(&self, reason: CloseReason) {
+        {
+            let mut s = self.lock();
+            if s.closed.is_none() {
+                s.close(reason);
+            }
+        }
+        self.notify.notify_one();
+    }
+
+    /// Waits until something may be pending or the outbox was closed.
+    pub async fn ready(&self) {
+        self.notify.notified().await
+    }
+
+    /// Takes everything pending. `Err` once the outbox is closed.
+    pub fn drain(&self, out: &mut Vec<Outbound>) -> Result<(), CloseReason> {
+        let mut s = self.lock();
+        if let Some(r) = s.closed() {
+            return Err(r.clone());
+        }
+        s.drain_into(out);
+        Ok(())
+    }
+
+    pub fn peak(&self) -> usize {
+        self.lock().peak
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutboxState> {
+        // A panic while holding this lock would be a bug in this file; keep serving.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg(kind: OutKind, text: &str) -> Outbound {
+        Outbound {
+            bytes: Bytes::from(text.to_owned()),
+            kind,
+            related: None,
+        }
+    }
+    fn upd(uri: &str, n: u32) -> Outbound {
+        msg(
+            OutKind::Coalescible(format!("u {uri}").into()),
+            &format!("{uri}#{n}"),
+        )
+    }
+
+    #[test]
+    fn queues_in_order_below_cap() {
+        let mut s = OutboxState::new(3);
+        assert_eq!(s.push(upd("a", 1)), Pushed::Queued);
+        assert_eq!(s.push(msg(OutKind::Response, "r")), Pushed::Queued);
+        let mut out = vec![];
+        s.drain_into(&mut out);
+        assert_eq!(out.len(), 2);
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn full_queue_coalesces_updates_per_uri_keeping_newest() {
+        let mut s = OutboxState::new(2);
+        s.push(upd("x", 0));
+        s.push(upd("y", 0));
+        assert_eq!(s.push(upd("a", 1)), Pushed::Coalesced);
+        assert_eq!(s.push(upd("b", 1)), Pushed::Coalesced);
+        assert_eq!(s.push(upd("a", 2)), Pushed::Coalesced);
+        assert_eq!(s.len(), 4);
+        let mut out = vec![];
+        s.drain_into(&mut out);
+        let texts: Vec<_> = out
+            .iter()
+            .map(|o| String::from_utf8(o.bytes.to_vec()).unwrap())
+            .collect();
+        assert_eq!(texts, vec!["x#0", "y#0", "a#2", "b#1"]);
+        assert_eq!(s.merged, 1);
+        assert_eq!(s.peak, 4);
+    }
+
+    #[test]
+    fn full_queue_drops_plain_notifications() {
+        let mut s = OutboxState::new(1);
+        s.push(msg(OutKind::Notification, "n1"));
+        assert_eq!(s.push(msg(OutKind::Notification, "n2")), Pushed::Dropped);
+        assert_eq!(s.dropped, 1);
+    }
+
+    #[test]
+    fn response_that_cannot_be_queued_closes() {
+        let mut s = OutboxState::new(1);
+        s.push(msg(OutKind::Notification, "n1"));
+        assert_eq!(
+            s.push(msg(OutKind::Response, "r")),
+            Pushed::Closed(CloseReason::QueueFull)
+        );
+        assert_eq!(s.push(upd("a", 1)), Pushed::Closed(CloseReason::QueueFull));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn too_many_distinct_coalesced_keys_closes() {
+        let mut s = OutboxState::new(2);
+        s.push(upd("q1", 0));
+        s.push(upd("q2", 0));
+        s.push(upd("a", 0));
+        s.push(upd("b", 0));
+        assert_eq!(
+            s.push(upd("c", 0)),
+            Pushed::Closed(CloseReason::CoalesceOverflow)
+        );
+    }
+
+    #[test]
+    fn memory_stays_bounded_under_a_flood() {
+        let mut s = OutboxState::new(8);
+        for i in 0..10_000 {
+            s.push(upd(&format!("u{}", i % 4), i));
+        }
+        assert!(s.len() <= 8 + 4);
+        assert!(s.closed().is_none());
+    }
+
+    #[tokio::test]
+    async fn outbox_wakes_the_writer() {
+        let ob = Outbox::new(4);
+        let ob2 = ob.clone();
+        let t = tokio::spawn(async move {
+            ob2.ready().await;
+            let mut out = vec![];
+            ob2.drain(&mut out).unwrap();
+            out.len()
+        });
+        ob.push(upd("a", 1));
+        assert_eq!(t.await.unwrap(), 1);
+        ob.close(CloseReason::Closed);
+        let mut out = vec![];
+        assert_eq!(ob.drain(&mut out), Err(CloseReason::Closed));
+    }
+}

@@ -1,0 +1,29 @@
+//! mcpmux: a local aggregating proxy for the Model Context Protocol.
+//!
+//! # Layout
+//!
+//! - [`protocol`]: bytes ↔ JSON-RPC envelopes, the bounded line codec, the one list
+//!   of interpreted methods. No state.
+//! - [`state`]: pure decisions (subscription registry, pending requests, cache rules).
+//!   No I/O; every operation takes `now` and returns effects.
+//! - [`hub`]: one task owning the state; turns events into effects; never awaits a
+//!   client or an upstream (`try_send` only).
+//! - [`upstream`]: one actor per configured server, owning its transport.
+//! - [`downstream`]: client sessions (Streamable HTTP, stdio) and their outboxes.
+//! - [`config`]: the TOML file, validated.
+//!
+//! # Task graph
+//!
+//! ```text
+//! client session tasks ──HubEvent──▶ ┌──────────────────────┐ ──Outbound (outbox push)──▶ client writers
+//!                                    │ hub: owns the state  │
+//! upstream actors      ──HubEvent──▶ │ (pure state+effects) │ ──UpstreamCmd (try_send)──▶ upstream actors
+//!                                    └──────────────────────┘
+//! ```
+
+pub mod config;
+pub mod downstream;
+pub mod hub;
+pub mod protocol;
+pub mod state;
+pub mod upstream;

@@ -1,0 +1,121 @@
+//! Newline-delimited JSON framing for stdio, bounded.
+//!
+//! Wraps [`LinesCodec::new_with_max_length`]: a line longer than the limit is an error
+//! item (the rest of that line is discarded by the codec, never buffered without
+//! bound) and reading continues with the next line. Lines are handed up as text; the
+//! caller parses them with [`crate::protocol::Message::parse`] and applies its policy.
+
+use bytes::{BufMut, BytesMut};
+use tokio_util::codec::{Decoder, Encoder, LinesCodec, LinesCodecError};
+
+/// One decoded frame.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Frame {
+    /// A complete line (without the newline), possibly empty.
+    Line(String),
+    /// A line exceeded the maximum length and was discarded.
+    TooLong,
+}
+
+/// Line codec with a maximum line length.
+#[derive(Debug)]
+pub struct JsonLines {
+    inner: LinesCodec,
+}
+
+impl JsonLines {
+    pub fn new(max_line_bytes: usize) -> Self {
+        JsonLines {
+            inner: LinesCodec::new_with_max_length(max_line_bytes),
+        }
+    }
+}
+
+impl Decoder for JsonLines {
+    type Item = Frame;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
+        map(self.inner.decode(src))
+    }
+
+    fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
+        map(self.inner.decode_eof(src))
+    }
+}
+
+fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std::io::Error> {
+    match r {
+        Ok(Some(line)) => Ok(Some(Frame::Line(line))),
+        Ok(None) => Ok(None),
+        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Frame::TooLong)),
+        Err(LinesCodecError::Io(e)) => Err(e),
+    }
+}
+
+/// Encodes already-serialized JSON text as one line. The text must not contain a raw
+/// newline (compact JSON never does).
+impl<T: AsRef<[u8]>> Encoder<T> for JsonLines {
+    type Error = std::io::Error;
+
+    fn encode(&mut self, item: T, dst: &mut BytesMut) -> Result<(), Self::Error> {
+        let bytes = item.as_ref();
+        debug_assert!(
+            !bytes.contains(&b'\n'),
+            "JSON lines must not contain newlines"
+        );
+        dst.reserve(bytes.len() + 1);
+        dst.put_slice(bytes);
+        dst.put_u8(b'\n');
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(max: usize, input: &[u8]) -> Vec<Frame> {
+        let mut c = JsonLines::new(max);
+        let mut buf = BytesMut::from(input);
+        let mut out = Vec::new();
+        while let Some(f) = c.decode(&mut buf).unwrap() {
+            out.push(f);
+        }
+        while let Some(f) = c.decode_eof(&mut buf).unwrap() {
+            out.push(f);
+        }
+        out
+    }
+
+    #[test]
+    fn splits_lines_and_strips_cr() {
+        let frames = decode_all(100, b"{\"a\":1}\n{\"b\":2}\r\n");
+        assert_eq!(
+            frames,
+            vec![
+                Frame::Line("{\"a\":1}".into()),
+                Frame::Line("{\"b\":2}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn over_long_line_is_reported_and_next_line_survives() {
+        let mut input = vec![b'x'; 50];
+        input.extend_from_slice(b"\n{\"ok\":true}\n");
+        let frames = decode_all(10, &input);
+        assert_eq!(
+            frames,
+            vec![Frame::TooLong, Frame::Line("{\"ok\":true}".into())]
+        );
+    }
+
+    #[test]
+    fn encodes_one_line() {
+        let mut c = JsonLines::new(10);
+        let mut dst = BytesMut::new();
+        c.encode("{}", &mut dst).unwrap();
+        assert_eq!(&dst[..], b"{}\n");
+    }
+}

@@ -1,0 +1,502 @@
+//! JSON-RPC 2.0 envelopes that stay transparent.
+//!
+//! A [`Message`] keeps every top-level member of the object it was parsed from, in
+//! order, each as raw JSON text. The proxy reads only what it routes on (`id`,
+//! `method`, and through [`crate::protocol::methods`] a few typed params) and forwards
+//! everything else byte for byte. Rewriting an id replaces one member's raw text.
+//!
+//! This module never does I/O and never knows about sessions or subscriptions.
+
+use std::fmt;
+
+use bytes::Bytes;
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// JSON-RPC error codes used by the proxy.
+pub mod code {
+    pub const PARSE_ERROR: i64 = -32700;
+    pub const INVALID_REQUEST: i64 = -32600;
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// Implementation-defined: the upstream that would serve this is not available.
+    pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
+    /// Implementation-defined (matches the TS SDK's RequestTimeout).
+    pub const REQUEST_TIMEOUT: i64 = -32001;
+    /// Implementation-defined: a configured limit was hit.
+    pub const LIMIT_EXCEEDED: i64 = -32005;
+}
+
+/// What kind of JSON-RPC message this is, decided once at parse time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Request,
+    Notification,
+    Response,
+}
+
+/// Why a JSON value is not a valid JSON-RPC 2.0 message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseError {
+    /// Not JSON at all (maps to -32700).
+    #[error("parse error: {0}")]
+    Json(String),
+    /// JSON, but not a JSON-RPC 2.0 message (maps to -32600).
+    #[error("invalid request: {0}")]
+    Invalid(&'static str),
+}
+
+impl ParseError {
+    pub fn code(&self) -> i64 {
+        match self {
+            ParseError::Json(_) => code::PARSE_ERROR,
+            ParseError::Invalid(_) => code::INVALID_REQUEST,
+        }
+    }
+}
+
+/// A JSON-RPC id, kept as its compact JSON text (`1`, `"abc"`), so it can be used as a
+/// map key and written back exactly as the peer sent it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RawId(Box<str>);
+
+impl RawId {
+    pub fn from_u64(n: u64) -> Self {
+        RawId(n.to_string().into_boxed_str())
+    }
+    pub fn as_json(&self) -> &str {
+        &self.0
+    }
+    /// The numeric value when the id is a non-negative integer.
+    pub fn as_u64(&self) -> Option<u64> {
+        self.0.parse().ok()
+    }
+    fn from_raw(raw: &RawValue) -> Option<Self> {
+        let text = raw.get().trim();
+        let ok = text.starts_with('"') || serde_json::from_str::<serde_json::Number>(text).is_ok();
+        ok.then(|| RawId(text.into()))
+    }
+}
+
+impl fmt::Display for RawId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One JSON-RPC message with all its members kept raw.
+#[derive(Debug, Clone)]
+pub struct Message {
+    kind: Kind,
+    members: Vec<(Box<str>, Box<RawValue>)>,
+    id: Option<RawId>,
+    method: Option<Box<str>>,
+}
+
+struct Members(Vec<(Box<str>, Box<RawValue>)>);
+
+impl<'de> Deserialize<'de> for Members {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Members;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
+                let mut out = Vec::with_capacity(4);
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let value: Box<RawValue> = map.next_value()?;
+                    if out.iter().any(|(k, _): &(Box<str>, _)| **k == *key) {
+                        return Err(de::Error::custom(format!("duplicate member `{key}`")));
+                    }
+                    out.push((Box::<str>::from(key.as_ref()), value));
+                }
+                Ok(Members(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A parsed POST body or stdio line: one message or (2025-03-26) a batch.
+#[derive(Debug)]
+pub enum Incoming {
+    Single(Result<Message, ParseError>),
+    Batch(Vec<Result<Message, ParseError>>),
+}
+
+impl Incoming {
+    /// Parses bytes that may hold a single message or a batch array.
+    pub fn parse(bytes: &[u8]) -> Result<Incoming, ParseError> {
+        let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+        if first == Some(&b'[') {
+            let items: Vec<Box<RawValue>> =
+                serde_json::from_slice(bytes).map_err(|e| ParseError::Json(e.to_string()))?;
+            if items.is_empty() {
+                return Err(ParseError::Invalid("empty batch"));
+            }
+            Ok(Incoming::Batch(
+                items
+                    .iter()
+                    .map(|raw| Message::parse(raw.get().as_bytes()))
+                    .collect(),
+            ))
+        } else {
+            // Distinguish "not JSON" from "JSON but not a message".
+            Ok(Incoming::Single(Message::parse(bytes)))
+        }
+    }
+}
+
+impl Message {
+    /// Parses one JSON-RPC message. Non-object JSON and objects that are not
+    /// well-formed JSON-RPC 2.0 give [`ParseError::Invalid`]; invalid JSON gives
+    /// [`ParseError::Json`].
+    pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
+        let members = match serde_json::from_slice::<Members>(bytes) {
+            Ok(m) => m.0,
+            Err(e) if e.is_data() => {
+                // Valid JSON of the wrong shape (array, string, duplicate member...).
+                return Err(ParseError::Invalid(
+                    "a JSON-RPC message must be a JSON object",
+                ));
+            }
+            Err(e) => return Err(ParseError::Json(e.to_string())),
+        };
+        Self::from_members(members)
+    }
+
+    fn from_members(members: Vec<(Box<str>, Box<RawValue>)>) -> Result<Message, ParseError> {
+        let get = |name: &str| {
+            members
+                .iter()
+                .find(|(k, _)| &**k == name)
+                .map(|(_, v)| &**v)
+        };
+        match get("jsonrpc").map(RawValue::get) {
+            Some("\"2.0\"") => {}
+            _ => return Err(ParseError::Invalid("`jsonrpc` must be \"2.0\"")),
+        }
+        let id = match get("id") {
+            None => None,
+            Some(raw) => Some(
+                RawId::from_raw(raw)
+                    .ok_or(ParseError::Invalid("`id` must be a string or a number"))?,
+            ),
+        };
+        let method = match get("method") {
+            None => None,
+            Some(raw) => Some(
+                serde_json::from_str::<String>(raw.get())
+                    .map_err(|_| ParseError::Invalid("`method` must be a string"))?
+                    .into_boxed_str(),
+            ),
+        };
+        let has_result = get("result").is_some();
+        let has_error = get("error").is_some();
+        if let Some(p) = get("params") {
+            let t = p.get().trim_start();
+            if !(t.starts_with('{') || t.starts_with('[')) {
+                return Err(ParseError::Invalid(
+                    "`params` must be an object or an array",
+                ));
+            }
+        }
+        let kind = match (&method, &id, has_result, has_error) {
+            (Some(_), Some(_), false, false) => Kind::Request,
+            (Some(_), None, false, false) => Kind::Notification,
+            (None, Some(_), true, false) | (None, Some(_), false, true) => Kind::Response,
+            (None, None, false, true) => Kind::Response, // error for an unreadable id
+            _ => {
+                return Err(ParseError::Invalid(
+                    "not a request, notification or response",
+                ))
+            }
+        };
+        Ok(Message {
+            kind,
+            members,
+            id,
+            method,
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        self.kind
+    }
+    pub fn id(&self) -> Option<&RawId> {
+        self.id.as_ref()
+    }
+    pub fn method(&self) -> Option<&str> {
+        self.method.as_deref()
+    }
+    /// Raw JSON of a top-level member.
+    pub fn member(&self, name: &str) -> Option<&RawValue> {
+        self.members
+            .iter()
+            .find(|(k, _)| &**k == name)
+            .map(|(_, v)| &**v)
+    }
+    pub fn params(&self) -> Option<&RawValue> {
+        self.member("params")
+    }
+    pub fn result(&self) -> Option<&RawValue> {
+        self.member("result")
+    }
+    pub fn error(&self) -> Option<&RawValue> {
+        self.member("error")
+    }
+    pub fn is_error(&self) -> bool {
+        self.kind == Kind::Response && self.member("error").is_some()
+    }
+
+    /// Replaces (or adds) a member with raw JSON text.
+    pub fn set_member(&mut self, name: &str, raw: Box<RawValue>) {
+        if name == "id" {
+            self.id = RawId::from_raw(&raw);
+        }
+        match self.members.iter_mut().find(|(k, _)| &**k == name) {
+            Some(slot) => slot.1 = raw,
+            None => self.members.push((name.into(), raw)),
+        }
+    }
+
+    /// Replaces the id with another raw id.
+    pub fn set_id(&mut self, id: &RawId) {
+        let raw = RawValue::from_string(id.as_json().to_owned()).expect("ids are valid JSON");
+        self.set_member("id", raw);
+    }
+
+    /// Replaces `params` with a new JSON value.
+    pub fn set_params(&mut self, params: &serde_json::Value) {
+        let raw = serde_json::value::to_raw_value(params).expect("a Value always serializes");
+        self.set_member("params", raw);
+    }
+
+    /// Compact JSON text of the whole message, members in their original order.
+    pub fn to_json(&self) -> String {
+        let mut out = String::with_capacity(
+            2 + self
+                .members
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>(),
+        );
+        out.push('{');
+        for (i, (k, v)) in self.members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            // Keys came from valid JSON and were unescaped: re-escape them.
+            out.push_str(&serde_json::to_string(&**k).expect("strings serialize"));
+            out.push(':');
+            out.push_str(v.get());
+        }
+        out.push('}');
+        out
+    }
+
+    pub fn to_bytes(&self) -> Bytes {
+        Bytes::from(self.to_json())
+    }
+
+    /// Builds a request.
+    pub fn request(id: &RawId, method: &str, params: Option<&serde_json::Value>) -> Message {
+        let mut m = Self::build(Kind::Request, Some(id), &[("method", json_string(method))]);
+        m.method = Some(method.into());
+        if let Some(p) = params {
+            m.set_params(p);
+        }
+        m
+    }
+
+    /// Builds a notification.
+    pub fn notification(method: &str, params: Option<&serde_json::Value>) -> Message {
+        let mut m = Self::build(Kind::Notification, None, &[("method", json_string(method))]);
+        m.method = Some(method.into());
+        if let Some(p) = params {
+            m.set_params(p);
+        }
+        m
+    }
+
+    /// Builds a success response carrying `result`.
+    pub fn response(id: &RawId, result: &serde_json::Value) -> Message {
+        let raw = serde_json::value::to_raw_value(result).expect("a Value always serializes");
+        Self::response_raw(id, raw)
+    }
+
+    /// Builds a success response from raw result JSON.
+    pub fn response_raw(id: &RawId, result: Box<RawValue>) -> Message {
+        let mut m = Self::build(Kind::Response, Some(id), &[]);
+        m.members.push(("result".into(), result));
+        m
+    }
+
+    /// Builds an error response. `id` is `None` only when the request's id could not be
+    /// read (it is then written as `null`).
+    pub fn error_response(
+        id: Option<&RawId>,
+        code: i64,
+        message: &str,
+        data: Option<serde_json::Value>,
+    ) -> Message {
+        let mut err = serde_json::Map::new();
+        err.insert("code".into(), code.into());
+        err.insert("message".into(), message.into());
+        if let Some(d) = data {
+            err.insert("data".into(), d);
+        }
+        let mut m = Self::build(Kind::Response, id, &[]);
+        if id.is_none() {
+            m.members.push(("id".into(), raw("null".into())));
+        }
+        let err = serde_json::value::to_raw_value(&err).expect("a Map always serializes");
+        m.members.push(("error".into(), err));
+        m
+    }
+
+    fn build(kind: Kind, id: Option<&RawId>, rest: &[(&str, String)]) -> Message {
+        let mut members: Vec<(Box<str>, Box<RawValue>)> = Vec::with_capacity(2 + rest.len());
+        members.push(("jsonrpc".into(), raw("\"2.0\"".into())));
+        if let Some(id) = id {
+            members.push(("id".into(), raw(id.as_json().to_owned())));
+        }
+        for (k, v) in rest {
+            members.push(((*k).into(), raw(v.clone())));
+        }
+        Message {
+            kind,
+            members,
+            id: id.cloned(),
+            method: None,
+        }
+    }
+}
+
+fn raw(text: String) -> Box<RawValue> {
+    RawValue::from_string(text).expect("built from valid JSON")
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).expect("strings serialize")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_keeps_unknown_members_and_order() {
+        let text = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"a":[1,2]},"x-extra":{"k":1}}"#;
+        let m = Message::parse(text.as_bytes()).unwrap();
+        assert_eq!(m.kind(), Kind::Request);
+        assert_eq!(m.id().unwrap().as_json(), "7");
+        assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(m.to_json(), text);
+    }
+
+    #[test]
+    fn set_id_rewrites_only_the_id() {
+        let text = r#"{"jsonrpc":"2.0","id":"abc","method":"m","params":{"id":1}}"#;
+        let mut m = Message::parse(text.as_bytes()).unwrap();
+        m.set_id(&RawId::from_u64(42));
+        assert_eq!(
+            m.to_json(),
+            r#"{"jsonrpc":"2.0","id":42,"method":"m","params":{"id":1}}"#
+        );
+        assert_eq!(m.id().unwrap().as_u64(), Some(42));
+    }
+
+    #[test]
+    fn classifies_kinds() {
+        let n =
+            Message::parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap();
+        assert_eq!(n.kind(), Kind::Notification);
+        let r = Message::parse(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).unwrap();
+        assert_eq!(r.kind(), Kind::Response);
+        let e = Message::parse(br#"{"jsonrpc":"2.0","id":1,"error":{"code":1,"message":"x"}}"#)
+            .unwrap();
+        assert!(e.is_error());
+    }
+
+    #[test]
+    fn rejects_bad_shapes() {
+        for (bad, want) in [
+            (
+                &br#"{"jsonrpc":"1.0","id":1,"method":"m"}"#[..],
+                code::INVALID_REQUEST,
+            ),
+            (br#"{"id":1,"method":"m"}"#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":null,"method":"m"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":{},"method":"m"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":5}"#,
+                code::INVALID_REQUEST,
+            ),
+            (br#"{"jsonrpc":"2.0","id":1}"#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"result":{},"error":{}}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","method":"m","params":3}"#,
+                code::INVALID_REQUEST,
+            ),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#,
+                code::INVALID_REQUEST,
+            ),
+            (br#"[1,2]"#, code::INVALID_REQUEST),
+            (br#""str""#, code::INVALID_REQUEST),
+            (
+                br#"{"jsonrpc":"2.0","id":1,"method":"m""#,
+                code::PARSE_ERROR,
+            ),
+            (b"\xff\xfe", code::PARSE_ERROR),
+            (b"", code::PARSE_ERROR),
+        ] {
+            let err = Message::parse(bad).unwrap_err();
+            assert_eq!(err.code(), want, "{}", String::from_utf8_lossy(bad));
+        }
+    }
+
+    #[test]
+    fn batch_parses_each_member() {
+        let b = Incoming::parse(br#"[{"jsonrpc":"2.0","id":1,"method":"a"},{"x":1}]"#).unwrap();
+        match b {
+            Incoming::Batch(items) => {
+                assert!(items[0].is_ok());
+                assert!(items[1].is_err());
+            }
+            _ => panic!("expected a batch"),
+        }
+        assert!(Incoming::parse(b"[]").is_err());
+    }
+
+    #[test]
+    fn builders_produce_valid_messages() {
+        let id = RawId::from_u64(3);
+        let r = Message::error_response(Some(&id), code::INVALID_PARAMS, "bad", None);
+        assert_eq!(
+            r.to_json(),
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32602,"message":"bad"}}"#
+        );
+        let r = Message::error_response(None, code::PARSE_ERROR, "bad", None);
+        assert_eq!(
+            r.to_json(),
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"bad"}}"#
+        );
+        let q = Message::request(&id, "ping", None);
+        assert_eq!(q.to_json(), r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
+    }
+}

@@ -1,0 +1,109 @@
+//! The one list of method names mcpmux interprets, and tiny typed views of the few
+//! params it acts on. Every other method and field is forwarded verbatim; keep this
+//! list in sync with the hub's dispatch.
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+pub const INITIALIZE: &str = "initialize";
+pub const INITIALIZED: &str = "notifications/initialized";
+pub const PING: &str = "ping";
+pub const SERVER_DISCOVER: &str = "server/discover";
+pub const SUBSCRIBE: &str = "resources/subscribe";
+pub const UNSUBSCRIBE: &str = "resources/unsubscribe";
+pub const RESOURCES_READ: &str = "resources/read";
+pub const RESOURCES_UPDATED: &str = "notifications/resources/updated";
+pub const CANCELLED: &str = "notifications/cancelled";
+pub const PROGRESS: &str = "notifications/progress";
+pub const LOGGING_SET_LEVEL: &str = "logging/setLevel";
+pub const LOG_MESSAGE: &str = "notifications/message";
+pub const TOOLS_LIST_CHANGED: &str = "notifications/tools/list_changed";
+pub const PROMPTS_LIST_CHANGED: &str = "notifications/prompts/list_changed";
+pub const RESOURCES_LIST_CHANGED: &str = "notifications/resources/list_changed";
+
+/// `{uri}` of `resources/subscribe`, `resources/unsubscribe`, `resources/read` and
+/// `notifications/resources/updated`.
+#[derive(Debug, Deserialize)]
+pub struct UriParams {
+    pub uri: String,
+}
+
+/// The part of `initialize` params the proxy looks at.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InitializeParams {
+    pub protocol_version: String,
+    #[serde(default)]
+    pub capabilities: serde_json::Value,
+}
+
+/// `notifications/cancelled` params.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CancelledParams {
+    pub request_id: Option<Box<RawValue>>,
+}
+
+/// Parses `params` into a typed view; `None` when absent or of the wrong shape.
+pub fn parse_params<'a, T: Deserialize<'a>>(params: Option<&'a RawValue>) -> Option<T> {
+    serde_json::from_str(params?.get()).ok()
+}
+
+/// Reads `params._meta.progressToken` (string or number) as compact JSON text.
+pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(borrow, rename = "_meta")]
+        meta: Option<Meta<'a>>,
+    }
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(borrow, rename = "progressToken")]
+        token: Option<&'a RawValue>,
+    }
+    let p: P = serde_json::from_str(params?.get()).ok()?;
+    let t = p.meta?.token?.get().trim();
+    (t.starts_with('"') || t.parse::<f64>().is_ok()).then(|| t.to_owned())
+}
+
+/// True for the list-changed notifications that every client session receives.
+pub fn is_list_changed(method: &str) -> bool {
+    matches!(
+        method,
+        TOOLS_LIST_CHANGED | PROMPTS_LIST_CHANGED | RESOURCES_LIST_CHANGED
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(s: &str) -> Box<RawValue> {
+        RawValue::from_string(s.into()).unwrap()
+    }
+
+    #[test]
+    fn progress_token_reads_strings_and_numbers() {
+        assert_eq!(
+            progress_token(Some(&raw(r#"{"_meta":{"progressToken":5}}"#))),
+            Some("5".into())
+        );
+        assert_eq!(
+            progress_token(Some(&raw(r#"{"_meta":{"progressToken":"t"}}"#))),
+            Some("\"t\"".into())
+        );
+        assert_eq!(progress_token(Some(&raw(r#"{"_meta":{}}"#))), None);
+        assert_eq!(
+            progress_token(Some(&raw(r#"{"_meta":{"progressToken":{}}}"#))),
+            None
+        );
+        assert_eq!(progress_token(None), None);
+    }
+
+    #[test]
+    fn uri_params_parse() {
+        let p: UriParams = parse_params(Some(&raw(r#"{"uri":"a://b","_meta":{}}"#))).unwrap();
+        assert_eq!(p.uri, "a://b");
+        assert!(parse_params::<UriParams>(Some(&raw(r#"{"uri":1}"#))).is_none());
+    }
+}

@@ -1,0 +1,4 @@
+//! Pure decisions, no I/O and no tokio: every operation takes its inputs (and `now`)
+//! and returns effects for the hub to carry out. Unit- and property-tested.
+
+pub mod ids;

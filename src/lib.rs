@@ -25,5 +25,6 @@ pub mod config;
 pub mod downstream;
 pub mod hub;
 pub mod protocol;
+pub mod run;
 pub mod state;
 pub mod upstream;

@@ -1,5 +1,291 @@
 //! The hub: the single owner of the proxy's shared state.
+//!
+//! One task owns the subscription registry, the pending-request table, the client
+//! table and the upstream table, and turns every [`HubEvent`] into effects: pushes to
+//! client outboxes and `try_send`s to upstream actors. It never awaits a client or an
+//! upstream, so one slow party can never stall another. Decisions live in
+//! [`crate::state`]; this module only wires them to channels and timers.
+//!
+//! Files: `client.rs` handles client messages, `from_upstream.rs` upstream messages,
+//! `effects.rs` sending and the registry's effects.
 
+mod client;
+mod effects;
+mod from_upstream;
 pub mod handle;
 
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tokio_util::time::{delay_queue, DelayQueue};
+
 pub use handle::{AdmitError, HubEvent, HubGone, HubHandle, HubStats};
+
+use crate::config::{ClientCapabilityPolicy, Config};
+use crate::downstream::outbox::{CloseReason, Outbox};
+use crate::protocol::{Message, RawId};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::pending::PendingTable;
+use crate::state::subscriptions::SubscriptionRegistry;
+use crate::upstream::{InitInfo, UpstreamHandle};
+
+/// Capacity of the hub's inbox. Senders wait when it is full (backpressure on client
+/// readers and upstream readers), the hub never does.
+pub const INBOX_CAPACITY: usize = 4096;
+
+/// The hub's settings, taken from the config.
+#[derive(Debug, Clone)]
+pub struct HubSettings {
+    pub client_capability: ClientCapabilityPolicy,
+    pub linger: Duration,
+    pub max_clients: usize,
+    pub max_subscriptions_per_client: usize,
+    pub max_pending_per_client: usize,
+    pub request_timeout: Duration,
+}
+
+impl HubSettings {
+    pub fn from_config(c: &Config) -> Self {
+        HubSettings {
+            client_capability: c.subscriptions.client_capability,
+            linger: Duration::from_millis(c.subscriptions.linger_ms),
+            max_clients: c.limits.max_clients,
+            max_subscriptions_per_client: c.limits.max_subscriptions_per_client,
+            max_pending_per_client: c.limits.max_pending_per_client,
+            request_timeout: Duration::from_millis(c.limits.request_timeout_ms),
+        }
+    }
+}
+
+/// One upstream as the hub sees it.
+#[derive(Debug)]
+pub struct UpstreamSlot {
+    pub name: String,
+    pub handle: UpstreamHandle,
+    pub force_subscribe: bool,
+    pub status: UpstreamStatus,
+    /// Whether it has ever been ready (a later `Ready` is a restart).
+    pub(crate) was_ready: bool,
+}
+
+#[derive(Debug, Clone)]
+pub enum UpstreamStatus {
+    /// First start in progress: client `initialize` answers wait for it.
+    Starting,
+    Ready(InitInfo),
+    /// Dead; `retrying` tells whether the actor will try again.
+    Down { reason: String, retrying: bool },
+}
+
+/// A waiter in the subscription registry: the client and its subscribe request id.
+pub(crate) type Waiter = (ClientId, RawId);
+
+/// The error payload the registry hands to waiters: a JSON-RPC error object.
+pub(crate) type SubError = serde_json::Value;
+
+struct ClientState {
+    outbox: Arc<Outbox>,
+    /// Set once `initialize` was answered.
+    init: Option<ClientInit>,
+}
+
+struct ClientInit {
+    /// mcpmux declared `resources.subscribe` to this client.
+    declared_subscribe: bool,
+    /// The client's `capabilities` from `initialize`.
+    capabilities: serde_json::Value,
+}
+
+#[derive(Debug)]
+enum Timer {
+    Request(ProxyId),
+    Linger(SubKey),
+}
+
+/// The hub's state. Fields are only touched by the hub task.
+pub struct Hub {
+    settings: HubSettings,
+    clients: HashMap<ClientId, ClientState>,
+    upstreams: Vec<UpstreamSlot>,
+    subs: SubscriptionRegistry<Waiter>,
+    pending: PendingTable,
+    /// Request deadlines, by proxy id, so answered requests can drop their timer.
+    request_timers: HashMap<ProxyId, delay_queue::Key>,
+    timers: DelayQueue<Timer>,
+    /// `initialize` requests waiting for the first start of every upstream.
+    deferred_inits: Vec<(ClientId, Message)>,
+    /// Upstream requests sent, by method.
+    sent: HashMap<String, u64>,
+    /// Clients to disconnect once the current event is handled.
+    doomed: Vec<(ClientId, CloseReason)>,
+    peak_queue: usize,
+}
+
+impl Hub {
+    pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
+        Hub {
+            subs: SubscriptionRegistry::new(settings.linger),
+            settings,
+            clients: HashMap::new(),
+            upstreams,
+            pending: PendingTable::default(),
+            request_timers: HashMap::new(),
+            timers: DelayQueue::new(),
+            deferred_inits: Vec::new(),
+            sent: HashMap::new(),
+            doomed: Vec::new(),
+            peak_queue: 0,
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled or every handle is dropped.
+    pub async fn run(mut self, mut inbox: mpsc::Receiver<HubEvent>, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                ev = inbox.recv() => match ev {
+                    Some(ev) => self.handle(ev),
+                    None => break,
+                },
+                Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
+                    self.on_timer(expired.into_inner());
+                }
+                _ = shutdown.cancelled() => break,
+            }
+            self.reap_doomed();
+        }
+        self.shutdown();
+    }
+
+    fn handle(&mut self, ev: HubEvent) {
+        match ev {
+            HubEvent::ClientOpened {
+                client,
+                outbox,
+                reply,
+            } => {
+                let r = if self.clients.len() >= self.settings.max_clients {
+                    Err(AdmitError::TooManyClients(self.settings.max_clients))
+                } else {
+                    self.clients.insert(client, ClientState { outbox, init: None });
+                    tracing::debug!(%client, "client opened");
+                    Ok(())
+                };
+                let _ = reply.send(r);
+            }
+            HubEvent::ClientMessage { client, msg } => self.on_client_message(client, msg),
+            HubEvent::ClientClosed { client, reason } => self.remove_client(client, reason),
+            HubEvent::Upstream { upstream, event } => self.on_upstream_event(upstream, event),
+            HubEvent::Stats(reply) => {
+                let _ = reply.send(self.stats());
+            }
+        }
+    }
+
+    fn on_timer(&mut self, t: Timer) {
+        let now = Instant::now().into_std();
+        match t {
+            Timer::Request(pid) => {
+                self.request_timers.remove(&pid);
+                self.request_timed_out(pid);
+            }
+            Timer::Linger(key) => {
+                let effects = self.subs.linger_expired(&key, now);
+                self.apply_sub_effects(effects);
+            }
+        }
+    }
+
+    fn stats(&self) -> HubStats {
+        let mut sent: Vec<(String, u64)> = self.sent.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        sent.sort();
+        let peak = self
+            .clients
+            .values()
+            .map(|c| c.outbox.peak())
+            .max()
+            .unwrap_or(0)
+            .max(self.peak_queue);
+        HubStats {
+            clients: self.clients.len(),
+            subscription_keys: self.subs.len(),
+            client_subscriptions: self.subs.client_pairs(),
+            pending_requests: self.pending.len(),
+            peak_queue: peak,
+            upstream_sent: sent,
+        }
+    }
+
+    /// Releases everything a client held: subscriptions, pending requests (cancelled
+    /// upstream), server requests it was asked to answer (failed upstream).
+    fn remove_client(&mut self, client: ClientId, reason: &str) {
+        let Some(state) = self.clients.remove(&client) else {
+            return;
+        };
+        tracing::debug!(%client, reason, "client closed");
+        self.peak_queue = self.peak_queue.max(state.outbox.peak());
+        state.outbox.close(CloseReason::Closed);
+        self.deferred_inits.retain(|(c, _)| *c != client);
+        let effects = self.subs.remove_client(client, Instant::now().into_std());
+        self.apply_sub_effects(effects);
+        for (pid, entry) in self.pending.drop_client(client) {
+            self.drop_request_timer(pid);
+            self.send_cancelled(entry.upstream, pid, "client disconnected");
+        }
+        for bound in self.pending.drop_client_bound(|b| b.client == client) {
+            let err = Message::error_response(
+                Some(&bound.upstream_id),
+                crate::protocol::code::INTERNAL_ERROR,
+                "the client this request was routed to disconnected",
+                None,
+            );
+            self.send_to_upstream(bound.upstream, &err);
+        }
+    }
+
+    fn reap_doomed(&mut self) {
+        while let Some((client, reason)) = self.doomed.pop() {
+            if let Some(c) = self.clients.get(&client) {
+                tracing::warn!(%client, ?reason, "disconnecting a client that does not keep up");
+                c.outbox.close(reason);
+            }
+            self.remove_client(client, "too slow");
+        }
+    }
+
+    fn shutdown(&mut self) {
+        let ids: Vec<ClientId> = self.clients.keys().copied().collect();
+        for c in ids {
+            self.remove_client(c, "shutdown");
+        }
+    }
+
+    pub(crate) fn upstream_ready(&self, u: UpstreamId) -> Option<&InitInfo> {
+        match &self.upstreams.get(u.0)?.status {
+            UpstreamStatus::Ready(info) => Some(info),
+            _ => None,
+        }
+    }
+}
+
+/// Starts the hub task; returns its handle and the task, which ends after
+/// `shutdown` is cancelled and every client was released.
+pub fn spawn_hub(
+    settings: HubSettings,
+    build_upstreams: impl FnOnce(&HubHandle) -> Vec<UpstreamSlot>,
+    shutdown: CancellationToken,
+) -> (HubHandle, tokio::task::JoinHandle<()>) {
+    let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
+    let handle = HubHandle::new(tx);
+    let upstreams = build_upstreams(&handle);
+    let hub = Hub::new(settings, upstreams);
+    let task = tokio::spawn(hub.run(rx, shutdown));
+    (handle, task)
+}
+
+#[cfg(test)]
+mod tests;

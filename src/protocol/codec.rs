@@ -5,7 +5,7 @@
 //! bound) and reading continues with the next line. Lines are handed up as text; the
 //! caller parses them with [`crate::protocol::Message::parse`] and applies its policy.
 
-use bytes::{BufMut, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio_util::codec::{Decoder, Encoder, LinesCodec, LinesCodecError};
 
 /// One decoded frame.
@@ -55,11 +55,11 @@ fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std:
 
 /// Encodes already-serialized JSON text as one line. The text must not contain a raw
 /// newline (compact JSON never does).
-impl<T: AsRef<[u8]>> Encoder<T> for JsonLines {
+impl Encoder<Bytes> for JsonLines {
     type Error = std::io::Error;
 
-    fn encode(&mut self, item: T, dst: &mut BytesMut) -> Result<(), Self::Error> {
-        let bytes = item.as_ref();
+    fn encode(&mut self, item: Bytes, dst: &mut BytesMut) -> Result<(), Self::Error> {
+        let bytes = &item[..];
         debug_assert!(
             !bytes.contains(&b'\n'),
             "JSON lines must not contain newlines"
@@ -115,7 +115,7 @@ mod tests {
     fn encodes_one_line() {
         let mut c = JsonLines::new(10);
         let mut dst = BytesMut::new();
-        c.encode("{}", &mut dst).unwrap();
+        c.encode(Bytes::from_static(b"{}"), &mut dst).unwrap();
         assert_eq!(&dst[..], b"{}\n");
     }
 }

@@ -73,8 +73,9 @@ impl RawId {
     pub fn as_u64(&self) -> Option<u64> {
         self.0.parse().ok()
     }
-    fn from_raw(raw: &RawValue) -> Option<Self> {
-        let text = raw.get().trim();
+    /// Reads an id from raw JSON text; `None` unless it is a string or a number.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
         let ok = text.starts_with('"') || serde_json::from_str::<serde_json::Number>(text).is_ok();
         ok.then(|| RawId(text.into()))
     }
@@ -183,7 +184,7 @@ impl Message {
         let id = match get("id") {
             None => None,
             Some(raw) => Some(
-                RawId::from_raw(raw)
+                RawId::parse(raw.get())
                     .ok_or(ParseError::Invalid("`id` must be a string or a number"))?,
             ),
         };
@@ -256,7 +257,7 @@ impl Message {
     /// Replaces (or adds) a member with raw JSON text.
     pub fn set_member(&mut self, name: &str, raw: Box<RawValue>) {
         if name == "id" {
-            self.id = RawId::from_raw(&raw);
+            self.id = RawId::parse(raw.get());
         }
         match self.members.iter_mut().find(|(k, _)| &**k == name) {
             Some(slot) => slot.1 = raw,

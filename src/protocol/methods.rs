@@ -66,6 +66,17 @@ pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
     (t.starts_with('"') || t.parse::<f64>().is_ok()).then(|| t.to_owned())
 }
 
+/// Reads `params.progressToken` of a progress notification as a proxy-minted number.
+pub fn progress_token_of_notification(params: Option<&RawValue>) -> Option<u64> {
+    #[derive(Deserialize)]
+    struct P {
+        #[serde(rename = "progressToken")]
+        token: serde_json::Value,
+    }
+    let p: P = serde_json::from_str(params?.get()).ok()?;
+    p.token.as_u64()
+}
+
 /// True for the list-changed notifications that every client session receives.
 pub fn is_list_changed(method: &str) -> bool {
     matches!(

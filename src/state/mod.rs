@@ -2,3 +2,6 @@
 //! and returns effects for the hub to carry out. Unit- and property-tested.
 
 pub mod ids;
+pub mod pending;
+pub mod capabilities;
+pub mod subscriptions;

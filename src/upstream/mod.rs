@@ -48,3 +48,87 @@ impl UpstreamHandle {
         self.tx.try_send(UpstreamCmd::Send(bytes)).is_ok()
     }
 }
+
+mod stdio;
+
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
+use crate::hub::HubHandle;
+use crate::state::ids::UpstreamId;
+
+/// Commands queued per upstream before the hub's `try_send` reports it full.
+pub const QUEUE_CAPACITY: usize = 4096;
+
+/// Starts the actor for one configured server.
+pub fn spawn_upstream(
+    id: UpstreamId,
+    config: ServerConfig,
+    restart: RestartConfig,
+    max_line: usize,
+    hub: HubHandle,
+    shutdown: CancellationToken,
+    tracker: &TaskTracker,
+) -> UpstreamHandle {
+    let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+    match config.transport() {
+        UpstreamTransport::Stdio { .. } => {
+            let actor = stdio::StdioUpstream {
+                id,
+                config,
+                restart,
+                max_line,
+                hub,
+                shutdown,
+            };
+            tracker.spawn(actor.run(rx));
+        }
+        UpstreamTransport::Http { url, .. } => {
+            let hub2 = hub.clone();
+            tracker.spawn(async move {
+                let reason = format!("Streamable HTTP upstreams ({url}) are not supported yet");
+                tracing::error!(upstream = %config.name, "{reason}");
+                let _ = hub2
+                    .upstream_event(id, UpstreamEvent::Down { reason, retrying: false })
+                    .await;
+                drop(rx);
+            });
+        }
+    }
+    UpstreamHandle { tx }
+}
+
+/// Delay before restart attempt `failures` (1-based): exponential from
+/// `initial_backoff_ms`, capped at `max_backoff_ms`, with ±25 % jitter so that
+/// upstreams that died together do not restart in lockstep.
+pub fn backoff(cfg: &RestartConfig, failures: u32) -> Duration {
+    let exp = cfg
+        .initial_backoff_ms
+        .saturating_mul(1u64 << failures.saturating_sub(1).min(20))
+        .min(cfg.max_backoff_ms);
+    let jitter = rand::random_range(0.75..=1.25);
+    Duration::from_millis((exp as f64 * jitter) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_and_is_capped() {
+        let cfg = RestartConfig {
+            initial_backoff_ms: 100,
+            max_backoff_ms: 1000,
+            ..RestartConfig::default()
+        };
+        let b1 = backoff(&cfg, 1).as_millis();
+        let b3 = backoff(&cfg, 3).as_millis();
+        let b10 = backoff(&cfg, 10).as_millis();
+        assert!((75..=125).contains(&b1), "{b1}");
+        assert!((300..=500).contains(&b3), "{b3}");
+        assert!((750..=1250).contains(&b10), "{b10}");
+    }
+}

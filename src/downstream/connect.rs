@@ -1,0 +1,272 @@
+//! `mcpmux connect URL`: a stdio ↔ Streamable HTTP bridge, so a host that can only
+//! launch stdio servers shares a running mcpmux daemon.
+//!
+//! Each stdin line is POSTed (requests concurrently, so a slow call does not hold up
+//! the others; notifications and responses in order). JSON and SSE answers are written
+//! to stdout one message per line; after `initialize` succeeds a GET stream carries the
+//! daemon's own messages, resumed with `Last-Event-ID` when it drops. A request the
+//! daemon cannot answer gets a JSON-RPC error line, so the host never waits forever.
+//! Never writes anything but MCP to stdout.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use eventsource_stream::Eventsource;
+use futures_util::{SinkExt, StreamExt};
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+
+use crate::config::LimitsConfig;
+use crate::protocol::codec::{Frame, JsonLines};
+use crate::protocol::{code, methods, Kind, Message};
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+
+/// Session state learned from the daemon.
+#[derive(Default)]
+struct Session {
+    id: Option<String>,
+    version: Option<String>,
+}
+
+/// Runs the bridge until the input ends.
+///
+/// # Errors
+/// When stdout cannot be written.
+pub async fn bridge<R, W>(url: &str, input: R, output: W) -> std::io::Result<()>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let max = LimitsConfig::DEFAULT_MAX_MESSAGE_BYTES;
+    let http = reqwest::Client::new();
+    let session = Arc::new(Mutex::new(Session::default()));
+    let (out_tx, mut out_rx) = mpsc::channel::<Bytes>(1024);
+    let writer = tokio::spawn(async move {
+        let mut out = FramedWrite::new(output, JsonLines::new(max));
+        while let Some(line) = out_rx.recv().await {
+            out.send(line).await?;
+        }
+        Ok::<_, std::io::Error>(())
+    });
+    let mut lines = FramedRead::new(input, JsonLines::new(max));
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut get_started = false;
+    while let Some(frame) = lines.next().await {
+        let line = match frame? {
+            Frame::Line(l) if l.trim().is_empty() => continue,
+            Frame::Line(l) => l,
+            Frame::TooLong => {
+                let e = Message::error_response(None, code::INVALID_REQUEST, "message too long", None);
+                let _ = out_tx.send(e.to_bytes()).await;
+                continue;
+            }
+        };
+        let msg = match Message::parse(line.as_bytes()) {
+            Ok(m) => m,
+            Err(e) => {
+                let e = Message::error_response(None, e.code(), &e.to_string(), None);
+                let _ = out_tx.send(e.to_bytes()).await;
+                continue;
+            }
+        };
+        let post = Post {
+            http: http.clone(),
+            url: url.to_owned(),
+            session: session.clone(),
+            out: out_tx.clone(),
+        };
+        let is_init = msg.method() == Some(methods::INITIALIZE);
+        if msg.kind() == Kind::Request && !is_init {
+            tasks.spawn(async move { post.send(msg).await });
+        } else {
+            post.send(msg).await;
+        }
+        if is_init && !get_started && session.lock().expect("not poisoned").id.is_some() {
+            get_started = true;
+            tasks.spawn(get_stream(http.clone(), url.to_owned(), session.clone(), out_tx.clone()));
+        }
+    }
+    // Input ended: let in-flight requests finish briefly, end the session, stop.
+    let _ = tokio::time::timeout(Duration::from_secs(5), async {
+        while tasks.len() > usize::from(get_started) {
+            if tasks.join_next().await.is_none() {
+                break;
+            }
+        }
+    })
+    .await;
+    tasks.abort_all();
+    let id = session.lock().expect("not poisoned").id.clone();
+    if let Some(id) = id {
+        let _ = http.delete(url).header(SESSION, id).send().await;
+    }
+    drop(out_tx);
+    writer.await.unwrap_or(Ok(()))
+}
+
+struct Post {
+    http: reqwest::Client,
+    url: String,
+    session: Arc<Mutex<Session>>,
+    out: mpsc::Sender<Bytes>,
+}
+
+impl Post {
+    async fn send(self, msg: Message) {
+        let request_id = (msg.kind() == Kind::Request).then(|| msg.id().cloned()).flatten();
+        let is_init = msg.method() == Some(methods::INITIALIZE);
+        if let Err(why) = self.try_send(msg, is_init).await {
+            tracing::warn!(%why, "bridge request failed");
+            if let Some(id) = request_id {
+                let e = Message::error_response(Some(&id), code::INTERNAL_ERROR, &why, None);
+                let _ = self.out.send(e.to_bytes()).await;
+            }
+        }
+    }
+
+    async fn try_send(&self, msg: Message, is_init: bool) -> Result<(), String> {
+        let mut headers = HeaderMap::new();
+        headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        {
+            let s = self.session.lock().expect("not poisoned");
+            if let Some(id) = s.id.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(SESSION, id);
+            }
+            if let Some(v) = s.version.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+                headers.insert(VERSION, v);
+            }
+        }
+        let resp = self
+            .http
+            .post(&self.url)
+            .headers(headers)
+            .body(msg.to_json())
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach mcpmux at {}: {e}", self.url))?;
+        let status = resp.status();
+        if is_init {
+            if let Some(id) = resp.headers().get(SESSION).and_then(|v| v.to_str().ok()) {
+                self.session.lock().expect("not poisoned").id = Some(id.to_owned());
+            }
+        }
+        if status == reqwest::StatusCode::ACCEPTED {
+            return Ok(());
+        }
+        let is_sse = resp
+            .headers()
+            .get(CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        if is_sse {
+            let mut events = resp.bytes_stream().eventsource();
+            while let Some(ev) = events.next().await {
+                let ev = ev.map_err(|e| format!("event stream broke: {e}"))?;
+                self.emit(ev.data.as_bytes(), is_init).await;
+            }
+            return Ok(());
+        }
+        let body = resp.bytes().await.map_err(|e| format!("reading the answer failed: {e}"))?;
+        if body.is_empty() {
+            return if status.is_success() {
+                Ok(())
+            } else {
+                Err(format!("mcpmux answered HTTP {status}"))
+            };
+        }
+        // JSON-RPC error bodies of HTTP errors are forwarded when they carry our id;
+        // otherwise the caller turns the status into an error for the request.
+        let parsed = Message::parse(&body).ok().filter(|m| m.kind() == Kind::Response);
+        match parsed {
+            Some(m) if m.id().is_some() || status.is_success() => {
+                self.emit(&body, is_init).await;
+                Ok(())
+            }
+            _ if status.is_success() => {
+                self.emit(&body, is_init).await;
+                Ok(())
+            }
+            _ => Err(format!("mcpmux answered HTTP {status}: {}", String::from_utf8_lossy(&body))),
+        }
+    }
+
+    /// Writes one message from the daemon to stdout (compacted to one line).
+    async fn emit(&self, data: &[u8], is_init: bool) {
+        if data.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        if is_init {
+            if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
+                if let Some(ver) = v["result"]["protocolVersion"].as_str() {
+                    self.session.lock().expect("not poisoned").version = Some(ver.to_owned());
+                }
+            }
+        }
+        let line = if data.contains(&b'\n') {
+            match serde_json::from_slice::<serde_json::Value>(data) {
+                Ok(v) => Bytes::from(v.to_string()),
+                Err(_) => return,
+            }
+        } else {
+            Bytes::copy_from_slice(data)
+        };
+        let _ = self.out.send(line).await;
+    }
+}
+
+/// Keeps a GET stream open for the daemon's own messages, resuming after drops.
+async fn get_stream(http: reqwest::Client, url: String, session: Arc<Mutex<Session>>, out: mpsc::Sender<Bytes>) {
+    let mut last_event: Option<String> = None;
+    let mut failures = 0u32;
+    while failures < 10 {
+        let mut req = http.get(&url).header(ACCEPT, "text/event-stream");
+        {
+            let s = session.lock().expect("not poisoned");
+            if let Some(id) = &s.id {
+                req = req.header(SESSION, id);
+            }
+            if let Some(v) = &s.version {
+                req = req.header(VERSION, v);
+            }
+        }
+        if let Some(id) = &last_event {
+            req = req.header("last-event-id", id);
+        }
+        match req.send().await {
+            Ok(resp) if resp.status().is_success() => {
+                failures = 0;
+                let mut events = resp.bytes_stream().eventsource();
+                while let Some(Ok(ev)) = events.next().await {
+                    if !ev.id.is_empty() {
+                        last_event = Some(ev.id.clone());
+                    }
+                    if !ev.data.trim().is_empty() && out.send(Bytes::from(compact(&ev.data))).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            Ok(resp) if resp.status() == reqwest::StatusCode::METHOD_NOT_ALLOWED => return,
+            Ok(resp) if resp.status() == reqwest::StatusCode::NOT_FOUND => {
+                tracing::warn!("mcpmux no longer knows this session; the host must reconnect");
+                return;
+            }
+            _ => {}
+        }
+        failures += 1;
+        tokio::time::sleep(Duration::from_millis(100 << failures.min(6))).await;
+    }
+}
+
+fn compact(data: &str) -> String {
+    if data.contains('\n') {
+        serde_json::from_str::<serde_json::Value>(data).map_or_else(|_| data.replace('\n', " "), |v| v.to_string())
+    } else {
+        data.to_owned()
+    }
+}

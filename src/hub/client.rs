@@ -1,0 +1,306 @@
+//! Client → hub: the handshake answered locally, subscriptions through the registry,
+//! everything else forwarded to the upstream that owns it with a proxy-allocated id.
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{ClientInit, Hub, UpstreamStatus};
+use crate::downstream::outbox::{OutKind, Outbound};
+use crate::protocol::methods::{self, parse_params, InitializeParams, UriParams};
+use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
+use crate::state::capabilities::{self, UpstreamOffer};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::pending::Origin;
+
+impl Hub {
+    pub(super) fn on_client_message(&mut self, client: ClientId, msg: Message) {
+        if !self.clients.contains_key(&client) {
+            return; // Already gone; late message.
+        }
+        match msg.kind() {
+            Kind::Request => self.on_client_request(client, msg),
+            Kind::Notification => self.on_client_notification(client, msg),
+            Kind::Response => self.on_client_response(client, msg),
+        }
+    }
+
+    fn on_client_request(&mut self, client: ClientId, msg: Message) {
+        let id = msg.id().cloned().expect("requests have ids");
+        let method = msg.method().unwrap_or_default();
+        let initialized = self.clients[&client].init.is_some();
+        match method {
+            methods::PING => self.reply(client, &id, json!({})),
+            methods::INITIALIZE if initialized => self.reply_error(
+                client,
+                &id,
+                code::INVALID_REQUEST,
+                "this session is already initialized",
+            ),
+            methods::INITIALIZE => {
+                if self.any_upstream_starting() {
+                    self.deferred_inits.push((client, msg));
+                } else {
+                    self.answer_initialize(client, &msg);
+                }
+            }
+            methods::SERVER_DISCOVER => self.reply_error(
+                client,
+                &id,
+                code::METHOD_NOT_FOUND,
+                "server/discover is not supported: mcpmux speaks protocol versions 2024-11-05 \
+                 to 2025-11-25; send initialize",
+            ),
+            _ if !initialized => self.reply_error(
+                client,
+                &id,
+                code::INVALID_REQUEST,
+                "send initialize before any other request",
+            ),
+            methods::SUBSCRIBE => self.on_subscribe(client, id, &msg),
+            methods::UNSUBSCRIBE => self.on_unsubscribe(client, id, &msg),
+            _ => self.forward_request(client, id, msg),
+        }
+    }
+
+    fn any_upstream_starting(&self) -> bool {
+        self.upstreams
+            .iter()
+            .any(|u| matches!(u.status, UpstreamStatus::Starting))
+    }
+
+    /// Answers `initialize` requests that waited for the upstreams' first start.
+    pub(super) fn answer_deferred_inits(&mut self) {
+        if self.any_upstream_starting() {
+            return;
+        }
+        for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+            if self.clients.contains_key(&client) {
+                self.answer_initialize(client, &msg);
+            }
+        }
+    }
+
+    fn answer_initialize(&mut self, client: ClientId, msg: &Message) {
+        let id = msg.id().cloned().expect("requests have ids");
+        let Some(params) = parse_params::<InitializeParams>(msg.params()) else {
+            return self.reply_error(
+                client,
+                &id,
+                code::INVALID_PARAMS,
+                "initialize needs params.protocolVersion (string) and params.capabilities",
+            );
+        };
+        let offers: Vec<UpstreamOffer<'_>> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| match &u.status {
+                UpstreamStatus::Ready(info) => Some(UpstreamOffer {
+                    capabilities: &info.capabilities,
+                    force_subscribe: u.force_subscribe,
+                }),
+                _ => None,
+            })
+            .collect();
+        let caps = capabilities::merged_capabilities(offers);
+        let declared_subscribe = capabilities::declares_subscribe(&caps);
+        let instructions: Vec<&str> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| match &u.status {
+                UpstreamStatus::Ready(i) => i.instructions.as_deref(),
+                _ => None,
+            })
+            .collect();
+        let mut result = json!({
+            "protocolVersion": negotiate_version(&params.protocol_version),
+            "capabilities": caps,
+            "serverInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
+        });
+        if !instructions.is_empty() {
+            result["instructions"] = json!(instructions.join("\n\n"));
+        }
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.init = Some(ClientInit {
+                declared_subscribe,
+                capabilities: params.capabilities,
+            });
+        }
+        self.reply(client, &id, result);
+    }
+
+    /// Resolves which upstream owns a resource URI.
+    pub(super) fn route_uri(&self, _uri: &str) -> Option<UpstreamId> {
+        // One upstream owns everything until aggregation (issue 4) adds the URI table.
+        (!self.upstreams.is_empty()).then_some(UpstreamId(0))
+    }
+
+    fn on_subscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
+        let Some(UriParams { uri }) = parse_params(msg.params()) else {
+            return self.reply_error(client, &id, code::INVALID_PARAMS, "resources/subscribe needs params.uri (string)");
+        };
+        let init = self.clients[&client].init.as_ref().expect("checked by caller");
+        if let Some(why) = capabilities::subscribe_refusal(
+            init.declared_subscribe,
+            &init.capabilities,
+            self.settings.client_capability,
+        ) {
+            return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
+        }
+        let Some(upstream) = self.route_uri(&uri) else {
+            return self.reply_error(client, &id, code::INVALID_PARAMS, &format!("no upstream serves {uri}"));
+        };
+        let key = SubKey::new(upstream, &uri);
+        let slot = &self.upstreams[upstream.0];
+        let subscribable = match &slot.status {
+            UpstreamStatus::Ready(info) => UpstreamOffer {
+                capabilities: &info.capabilities,
+                force_subscribe: slot.force_subscribe,
+            }
+            .subscribable(),
+            _ if self.subs.is_active(&key) => true,
+            _ => {
+                let why = format!("upstream {} is not available", slot.name);
+                return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
+            }
+        };
+        if !subscribable {
+            let why = format!(
+                "upstream {0} does not declare resources.subscribe (set servers.{0}.force_subscribe = true to send it anyway)",
+                slot.name
+            );
+            return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
+        }
+        if !self.subs.holds(client, &key) && self.subs.count_for(client) >= self.settings.max_subscriptions_per_client {
+            let why = format!(
+                "too many subscriptions for this client (limits.max_subscriptions_per_client = {})",
+                self.settings.max_subscriptions_per_client
+            );
+            return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
+        }
+        let effects = self.subs.subscribe(client, key, (client, id), Instant::now().into_std());
+        self.apply_sub_effects(effects);
+    }
+
+    fn on_unsubscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
+        let Some(UriParams { uri }) = parse_params(msg.params()) else {
+            return self.reply_error(client, &id, code::INVALID_PARAMS, "resources/unsubscribe needs params.uri (string)");
+        };
+        if let Some(upstream) = self.route_uri(&uri) {
+            let key = SubKey::new(upstream, &uri);
+            let effects = self.subs.unsubscribe(client, &key, Instant::now().into_std());
+            self.apply_sub_effects(effects);
+        }
+        self.reply(client, &id, json!({}));
+    }
+
+    /// Forwards a request to its upstream under a proxy id; the answer is mapped back.
+    fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
+        let Some(upstream) = self.route_request(&msg) else {
+            return self.reply_error(client, &id, code::METHOD_NOT_FOUND, "no upstream serves this request");
+        };
+        if self.upstream_ready(upstream).is_none() {
+            let why = format!("upstream {} is not available", self.upstreams[upstream.0].name);
+            return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
+        }
+        if self.pending.client_count(client) >= self.settings.max_pending_per_client {
+            let why = format!(
+                "too many requests in flight for this client (limits.max_pending_per_client = {})",
+                self.settings.max_pending_per_client
+            );
+            return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
+        }
+        let progress = methods::progress_token(msg.params());
+        let origin = Origin::Client {
+            client,
+            id: id.clone(),
+            method: msg.method().unwrap_or_default().into(),
+            progress: progress.as_deref().map(Into::into),
+        };
+        let Ok(pid) = self.pending.register(upstream, origin) else {
+            return self.reply_error(client, &id, code::INVALID_REQUEST, "a request with this id is already in flight");
+        };
+        msg.set_id(&RawId::from_u64(pid.0));
+        if progress.is_some() {
+            rewrite_progress_token(&mut msg, json!(pid.0));
+        }
+        self.dispatch_upstream(upstream, pid, &msg);
+    }
+
+    fn route_request(&self, _msg: &Message) -> Option<UpstreamId> {
+        // One upstream serves every request until aggregation (issue 4).
+        (!self.upstreams.is_empty()).then_some(UpstreamId(0))
+    }
+
+    fn on_client_notification(&mut self, client: ClientId, msg: Message) {
+        match msg.method().unwrap_or_default() {
+            methods::INITIALIZED => {}
+            methods::CANCELLED => {
+                let Some(p) = parse_params::<methods::CancelledParams>(msg.params()) else {
+                    return;
+                };
+                let Some(raw) = p.request_id else { return };
+                let Some(req) = RawId::parse(raw.get()) else { return };
+                if let Some(pid) = self.pending.find_client_request(client, &req) {
+                    if let Some(entry) = self.pending.complete(pid) {
+                        self.drop_request_timer(pid);
+                        self.send_cancelled(entry.upstream, pid, "cancelled by the client");
+                    }
+                }
+            }
+            other => tracing::debug!(%client, method = other, "client notification not forwarded"),
+        }
+    }
+
+    /// A client answered a server→client request: map the id back and forward it.
+    fn on_client_response(&mut self, client: ClientId, mut msg: Message) {
+        let Some(pid) = msg.id().and_then(RawId::as_u64).map(ProxyId) else {
+            tracing::debug!(%client, "response to an unknown request id dropped");
+            return;
+        };
+        if self.pending.client_bound(pid).map(|b| b.client) != Some(client) {
+            // Unknown, already answered, or another client's request: ignore it.
+            tracing::debug!(%client, "response to an unknown request id dropped");
+            return;
+        }
+        if let Some(bound) = self.pending.complete_client_bound(pid) {
+            msg.set_id(&bound.upstream_id);
+            self.send_to_upstream(bound.upstream, &msg);
+        }
+    }
+
+    /// Queues a success response for a client.
+    pub(super) fn reply(&mut self, client: ClientId, id: &RawId, result: serde_json::Value) {
+        let m = Message::response(id, &result);
+        self.push_response(client, id, m);
+    }
+
+    pub(super) fn reply_error(&mut self, client: ClientId, id: &RawId, code: i64, message: &str) {
+        let m = Message::error_response(Some(id), code, message, None);
+        self.push_response(client, id, m);
+    }
+
+    pub(super) fn push_response(&mut self, client: ClientId, id: &RawId, m: Message) {
+        self.push(
+            client,
+            Outbound {
+                bytes: m.to_bytes(),
+                kind: OutKind::Response,
+                related: Some(id.clone()),
+            },
+        );
+    }
+}
+
+/// Sets `params._meta.progressToken`.
+pub(super) fn rewrite_progress_token(msg: &mut Message, token: serde_json::Value) {
+    let Some(mut params) = msg
+        .params()
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+    else {
+        return;
+    };
+    if let Some(meta) = params.get_mut("_meta").and_then(|m| m.as_object_mut()) {
+        meta.insert("progressToken".into(), token);
+        msg.set_params(&params);
+    }
+}

@@ -1,0 +1,156 @@
+//! Carrying out decisions: pushing to outboxes, sending upstream, timers, and the
+//! subscription registry's effects. Everything here is non-blocking.
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::{Hub, SubError, Timer, Waiter};
+use crate::downstream::outbox::{OutKind, Outbound, Pushed};
+use crate::protocol::methods;
+use crate::protocol::{code, Message, RawId};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::pending::Origin;
+use crate::state::subscriptions::SubEffect;
+
+impl Hub {
+    /// Queues a message for a client without waiting. A client whose outbox refuses
+    /// it is disconnected after the current event.
+    pub(super) fn push(&mut self, client: ClientId, out: Outbound) {
+        let Some(c) = self.clients.get(&client) else { return };
+        if let Pushed::Closed(reason) = c.outbox.push(out) {
+            self.doomed.push((client, reason));
+        }
+    }
+
+    /// Sends a request upstream under `pid` with a deadline. On failure to queue, the
+    /// request fails at once.
+    pub(super) fn dispatch_upstream(&mut self, upstream: UpstreamId, pid: ProxyId, msg: &Message) {
+        if self.send_to_upstream(upstream, msg) {
+            let at = Instant::now() + self.settings.request_timeout;
+            let key = self.timers.insert_at(Timer::Request(pid), at);
+            self.request_timers.insert(pid, key);
+        } else {
+            let why = format!("upstream {} is not accepting requests", self.upstreams[upstream.0].name);
+            self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
+        }
+    }
+
+    /// Writes one message to an upstream's queue. `false` if it could not be queued.
+    pub(super) fn send_to_upstream(&mut self, upstream: UpstreamId, msg: &Message) -> bool {
+        let Some(slot) = self.upstreams.get(upstream.0) else { return false };
+        let ok = slot.handle.try_send(msg.to_bytes());
+        if ok {
+            if let (Some(m), crate::protocol::Kind::Request) = (msg.method(), msg.kind()) {
+                *self.sent.entry(m.to_owned()).or_default() += 1;
+            }
+        } else {
+            tracing::warn!(upstream = %slot.name, "upstream queue full or closed; message not sent");
+        }
+        ok
+    }
+
+    pub(super) fn send_cancelled(&mut self, upstream: UpstreamId, pid: ProxyId, reason: &str) {
+        if self.upstream_ready(upstream).is_none() {
+            return;
+        }
+        let n = Message::notification(methods::CANCELLED, Some(&json!({"requestId": pid.0, "reason": reason})));
+        self.send_to_upstream(upstream, &n);
+    }
+
+    pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
+        if let Some(key) = self.request_timers.remove(&pid) {
+            self.timers.try_remove(&key);
+        }
+    }
+
+    /// Completes a pending request with an error of the proxy's own.
+    pub(super) fn fail_request(&mut self, pid: ProxyId, code: i64, message: &str) {
+        self.drop_request_timer(pid);
+        let Some(entry) = self.pending.complete(pid) else { return };
+        match entry.origin {
+            Origin::Client { client, id, .. } => self.reply_error(client, &id, code, message),
+            Origin::Subscribe(key) => {
+                let err = json!({"code": code, "message": message});
+                let effects = self.subs.upstream_result(&key, Err(err), Instant::now().into_std());
+                self.apply_sub_effects(effects);
+            }
+            Origin::Unsubscribe(_) | Origin::Internal(_) => {}
+        }
+    }
+
+    pub(super) fn request_timed_out(&mut self, pid: ProxyId) {
+        let Some(entry) = self.pending.get(pid) else { return };
+        let upstream = entry.upstream;
+        let ms = self.settings.request_timeout.as_millis();
+        let why = format!(
+            "upstream {} did not answer within {ms} ms (limits.request_timeout_ms)",
+            self.upstreams[upstream.0].name
+        );
+        self.fail_request(pid, code::REQUEST_TIMEOUT, &why);
+        self.send_cancelled(upstream, pid, "timed out in mcpmux");
+    }
+
+    /// Carries out the registry's effects, including those that follow from a send
+    /// failing at once.
+    pub(super) fn apply_sub_effects(&mut self, effects: Vec<SubEffect<Waiter, SubError>>) {
+        for e in effects {
+            match e {
+                SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
+                SubEffect::UpstreamUnsubscribe(key) => self.send_sub_request(key, false),
+                SubEffect::Reply {
+                    waiter: (client, id),
+                    result,
+                } => match result {
+                    Ok(()) => self.reply(client, &id, json!({})),
+                    Err(err) => {
+                        let m = error_with_object(&id, &err);
+                        self.push_response(client, &id, m);
+                    }
+                },
+                SubEffect::SetLingerTimer { key, at } => {
+                    self.timers.insert_at(Timer::Linger(key), Instant::from_std(at));
+                }
+            }
+        }
+    }
+
+    fn send_sub_request(&mut self, key: SubKey, subscribe: bool) {
+        let upstream = key.upstream;
+        let (method, origin) = if subscribe {
+            (methods::SUBSCRIBE, Origin::Subscribe(key.clone()))
+        } else {
+            (methods::UNSUBSCRIBE, Origin::Unsubscribe(key.clone()))
+        };
+        if self.upstream_ready(upstream).is_none() {
+            if subscribe {
+                let err = json!({"code": code::UPSTREAM_UNAVAILABLE,
+                    "message": format!("upstream {} is not available", self.upstreams[upstream.0].name)});
+                let effects = self.subs.upstream_result(&key, Err(err), Instant::now().into_std());
+                self.apply_sub_effects(effects);
+            }
+            return; // An unsubscribe on a dead session has nothing to undo.
+        }
+        let pid = self.pending.register(upstream, origin).expect("internal ids are unique");
+        let msg = Message::request(&RawId::from_u64(pid.0), method, Some(&json!({"uri": &*key.uri})));
+        self.dispatch_upstream(upstream, pid, &msg);
+    }
+
+    /// Pushes one serialized notification to many clients (serialized once).
+    pub(super) fn fan_out(&mut self, clients: &[ClientId], out: &Outbound) {
+        for c in clients {
+            self.push(*c, out.clone());
+        }
+    }
+}
+
+/// An error response whose `error` member is the given JSON-RPC error object.
+pub(super) fn error_with_object(id: &RawId, err: &serde_json::Value) -> Message {
+    let code = err["code"].as_i64().unwrap_or(code::INTERNAL_ERROR);
+    let message = err["message"].as_str().unwrap_or("upstream error");
+    Message::error_response(Some(id), code, message, err.get("data").cloned())
+}
+
+/// Builds the outbound form of a notification.
+pub(super) fn notification_out(bytes: bytes::Bytes, kind: OutKind, related: Option<RawId>) -> Outbound {
+    Outbound { bytes, kind, related }
+}

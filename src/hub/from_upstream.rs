@@ -1,0 +1,226 @@
+//! Upstream → hub: readiness and failure, responses mapped back to their clients,
+//! notifications fanned out (updates only to holders), server→client requests routed
+//! to the one client they can belong to.
+
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::effects::notification_out;
+use super::{Hub, UpstreamStatus};
+use crate::downstream::outbox::OutKind;
+use crate::protocol::methods::{self, parse_params, UriParams};
+use crate::protocol::{code, Kind, Message, RawId};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::pending::{ClientBound, Origin};
+use crate::upstream::UpstreamEvent;
+
+impl Hub {
+    pub(super) fn on_upstream_event(&mut self, upstream: UpstreamId, event: UpstreamEvent) {
+        if upstream.0 >= self.upstreams.len() {
+            return;
+        }
+        match event {
+            UpstreamEvent::Ready(info) => self.on_upstream_ready(upstream, info),
+            UpstreamEvent::Down { reason, retrying } => self.on_upstream_down(upstream, reason, retrying),
+            UpstreamEvent::Message(msg) => match msg.kind() {
+                Kind::Response => self.on_upstream_response(upstream, msg),
+                Kind::Notification => self.on_upstream_notification(upstream, msg),
+                Kind::Request => self.on_upstream_request(upstream, msg),
+            },
+        }
+    }
+
+    fn on_upstream_ready(&mut self, upstream: UpstreamId, info: crate::upstream::InitInfo) {
+        let slot = &mut self.upstreams[upstream.0];
+        let restart = slot.was_ready;
+        tracing::info!(upstream = %slot.name, restart, server = %info.server_info, "upstream ready");
+        slot.status = UpstreamStatus::Ready(info);
+        slot.was_ready = true;
+        if restart {
+            // A fresh session holds no subscriptions: take them again, and tell every
+            // holder that changes may have been missed.
+            let effects = self.subs.upstream_ready(upstream);
+            self.apply_sub_effects(effects);
+            let keys: Vec<SubKey> = self.subs.keys_of(upstream).cloned().collect();
+            for key in keys {
+                let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({"uri": &*key.uri})));
+                let holders: Vec<ClientId> = self.subs.holders(&key).collect();
+                let out = notification_out(n.to_bytes(), update_key(&key), None);
+                self.fan_out(&holders, &out);
+            }
+            for method in [methods::TOOLS_LIST_CHANGED, methods::PROMPTS_LIST_CHANGED, methods::RESOURCES_LIST_CHANGED] {
+                self.broadcast(&Message::notification(method, None), OutKind::Coalescible(method.into()));
+            }
+        }
+        self.answer_deferred_inits();
+    }
+
+    fn on_upstream_down(&mut self, upstream: UpstreamId, reason: String, retrying: bool) {
+        let name = self.upstreams[upstream.0].name.clone();
+        tracing::warn!(upstream = %name, %reason, retrying, "upstream down");
+        self.upstreams[upstream.0].status = UpstreamStatus::Down {
+            reason: reason.clone(),
+            retrying,
+        };
+        let why = format!("upstream {name} closed before answering: {reason}");
+        for pid in self.pending.ids_on_upstream(upstream) {
+            self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
+        }
+        self.subs.upstream_lost(upstream);
+        for bound in self.pending.drop_client_bound(|b| b.upstream == upstream) {
+            // The client may still answer; the answer will find nothing and be dropped.
+            tracing::debug!(client = %bound.client, "server request orphaned by upstream exit");
+        }
+        self.answer_deferred_inits();
+    }
+
+    fn on_upstream_response(&mut self, upstream: UpstreamId, mut msg: Message) {
+        let Some(pid) = msg.id().and_then(RawId::as_u64).map(ProxyId) else {
+            tracing::debug!(upstream = %self.upstreams[upstream.0].name, "response with a foreign id dropped");
+            return;
+        };
+        if self.pending.get(pid).map(|e| e.upstream) != Some(upstream) {
+            tracing::debug!("late or unknown upstream response dropped");
+            return;
+        }
+        self.drop_request_timer(pid);
+        let entry = self.pending.complete(pid).expect("checked above");
+        match entry.origin {
+            Origin::Client { client, id, .. } => {
+                msg.set_id(&id);
+                self.push_response(client, &id, msg);
+            }
+            Origin::Subscribe(key) => {
+                let result = match msg.error() {
+                    None => Ok(()),
+                    Some(e) => Err(serde_json::from_str(e.get()).unwrap_or_else(|_| json!({"code": code::INTERNAL_ERROR, "message": "upstream error"}))),
+                };
+                if let Err(e) = &result {
+                    tracing::warn!(uri = %key.uri, error = %e, "upstream refused resources/subscribe");
+                }
+                let effects = self.subs.upstream_result(&key, result, Instant::now().into_std());
+                self.apply_sub_effects(effects);
+            }
+            Origin::Unsubscribe(key) => {
+                if let Some(e) = msg.error() {
+                    tracing::debug!(uri = %key.uri, error = e.get(), "upstream refused resources/unsubscribe");
+                }
+            }
+            Origin::Internal(what) => {
+                if let Some(e) = msg.error() {
+                    tracing::debug!(what, error = e.get(), "upstream refused an internal request");
+                }
+            }
+        }
+    }
+
+    fn on_upstream_notification(&mut self, upstream: UpstreamId, mut msg: Message) {
+        let method = msg.method().unwrap_or_default().to_owned();
+        match method.as_str() {
+            methods::RESOURCES_UPDATED => {
+                let Some(UriParams { uri }) = parse_params(msg.params()) else {
+                    tracing::debug!("resources/updated without a uri dropped");
+                    return;
+                };
+                let key = SubKey::new(upstream, &uri);
+                let holders: Vec<ClientId> = self.subs.holders(&key).collect();
+                if holders.is_empty() {
+                    return;
+                }
+                // Serialized once; `_meta` and unknown members travel untouched.
+                let out = notification_out(msg.to_bytes(), update_key(&key), None);
+                self.fan_out(&holders, &out);
+            }
+            m if methods::is_list_changed(m) => {
+                self.broadcast(&msg, OutKind::Coalescible(method.as_str().into()));
+            }
+            methods::PROGRESS => {
+                let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId) else {
+                    return;
+                };
+                let Some(Origin::Client { client, id, progress: Some(token), .. }) =
+                    self.pending.get(pid).filter(|e| e.upstream == upstream).map(|e| e.origin.clone())
+                else {
+                    return;
+                };
+                let token: serde_json::Value = serde_json::from_str(&token).unwrap_or(serde_json::Value::Null);
+                rewrite_progress_token_notification(&mut msg, token);
+                self.push(client, notification_out(msg.to_bytes(), OutKind::Notification, Some(id)));
+            }
+            methods::CANCELLED => {
+                // The upstream cancels a request it sent to a client.
+                let Some(req) = parse_params::<methods::CancelledParams>(msg.params())
+                    .and_then(|p| p.request_id)
+                    .and_then(|r| RawId::parse(r.get()))
+                else {
+                    return;
+                };
+                if let Some(pid) = self.pending.find_client_bound(upstream, &req) {
+                    let bound = self.pending.complete_client_bound(pid).expect("found above");
+                    let n = Message::notification(methods::CANCELLED, Some(&json!({"requestId": pid.0})));
+                    self.push(bound.client, notification_out(n.to_bytes(), OutKind::Notification, None));
+                }
+            }
+            _ => self.broadcast(&msg, OutKind::Notification),
+        }
+    }
+
+    /// A server→client request: answered locally (`ping`) or routed to the one client
+    /// it can belong to, else refused with an error that says why.
+    fn on_upstream_request(&mut self, upstream: UpstreamId, mut msg: Message) {
+        let id = msg.id().cloned().expect("requests have ids");
+        if msg.method() == Some(methods::PING) {
+            self.send_to_upstream(upstream, &Message::response(&id, &json!({})));
+            return;
+        }
+        let waiting = self.pending.clients_waiting_on(upstream);
+        let [(client, related)] = waiting.as_slice() else {
+            let why = if waiting.is_empty() {
+                "mcpmux cannot route this request: no client has a request in flight on this server"
+            } else {
+                "mcpmux cannot route this request: several clients have requests in flight on this server"
+            };
+            let err = Message::error_response(Some(&id), code::METHOD_NOT_FOUND, why, None);
+            self.send_to_upstream(upstream, &err);
+            return;
+        };
+        let (client, related) = (*client, related.clone());
+        let pid = self.pending.register_client_bound(ClientBound {
+            upstream,
+            upstream_id: id,
+            client,
+        });
+        msg.set_id(&RawId::from_u64(pid.0));
+        self.push(client, notification_out(msg.to_bytes(), OutKind::Request, Some(related)));
+    }
+
+    /// Sends a notification to every initialized client.
+    fn broadcast(&mut self, msg: &Message, kind: OutKind) {
+        let clients: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| c.init.is_some())
+            .map(|(id, _)| *id)
+            .collect();
+        let out = notification_out(msg.to_bytes(), kind, None);
+        self.fan_out(&clients, &out);
+    }
+}
+
+/// The outbox coalescing key of an update: one pending entry per (upstream, URI).
+fn update_key(key: &SubKey) -> OutKind {
+    OutKind::Coalescible(Arc::from(format!("{} {}", key.upstream, key.uri)))
+}
+
+/// Sets `params.progressToken` of a progress notification.
+fn rewrite_progress_token_notification(msg: &mut Message, token: serde_json::Value) {
+    if let Some(mut params) = msg
+        .params()
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+    {
+        params["progressToken"] = token;
+        msg.set_params(&params);
+    }
+}

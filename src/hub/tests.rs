@@ -1,0 +1,430 @@
+//! In-process actor tests of the hub: real hub task, real outboxes, and a scripted
+//! upstream played by the test through the upstream command channel. No processes,
+//! no sockets, no sleeps: `stats()` is a round trip through the hub's inbox, so after
+//! it returns every earlier event has been handled.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::*;
+use crate::downstream::outbox::{OutKind, Outbox};
+use crate::protocol::{Kind, Message, RawId};
+use crate::upstream::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamHandle};
+
+struct Rig {
+    hub: HubHandle,
+    up_rx: mpsc::Receiver<UpstreamCmd>,
+    _stop: CancellationToken,
+}
+
+fn settings() -> HubSettings {
+    HubSettings {
+        client_capability: ClientCapabilityPolicy::Offered,
+        linger: Duration::ZERO,
+        max_clients: 100,
+        max_subscriptions_per_client: 10,
+        max_pending_per_client: 10,
+        request_timeout: Duration::from_secs(60),
+    }
+}
+
+async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
+    let (up_tx, up_rx) = mpsc::channel(1024);
+    let stop = CancellationToken::new();
+    let (hub, _task) = spawn_hub(
+        settings,
+        |_| {
+            vec![UpstreamSlot {
+                name: "up".into(),
+                handle: UpstreamHandle { tx: up_tx },
+                force_subscribe: false,
+                status: UpstreamStatus::Starting,
+                was_ready: false,
+            }]
+        },
+        stop.clone(),
+    );
+    let info = InitInfo {
+        protocol_version: "2025-11-25".into(),
+        capabilities: caps,
+        server_info: json!({"name": "up"}),
+        instructions: None,
+    };
+    hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info)).await.unwrap();
+    Rig { hub, up_rx, _stop: stop }
+}
+
+async fn rig() -> Rig {
+    rig_with(settings(), json!({"resources": {"subscribe": true}, "tools": {}})).await
+}
+
+struct Client {
+    id: ClientId,
+    outbox: std::sync::Arc<Outbox>,
+    hub: HubHandle,
+    next_id: u64,
+}
+
+impl Rig {
+    async fn client(&self, caps: Value) -> Client {
+        let outbox = Outbox::new(64);
+        let id = self.hub.open_client(outbox.clone()).await.unwrap();
+        let mut c = Client { id, outbox, hub: self.hub.clone(), next_id: 0 };
+        let r = c
+            .call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": caps, "clientInfo": {"name": "t", "version": "1"}}))
+            .await;
+        assert_eq!(r["result"]["protocolVersion"], "2025-06-18");
+        c
+    }
+
+    /// Waits until the hub handled everything sent so far.
+    async fn sync(&self) {
+        self.hub.stats().await.unwrap();
+    }
+
+    /// Every message the hub has sent upstream so far.
+    async fn upstream_msgs(&mut self) -> Vec<Message> {
+        self.sync().await;
+        let mut out = vec![];
+        while let Ok(UpstreamCmd::Send(b)) = self.up_rx.try_recv() {
+            out.push(Message::parse(&b).unwrap());
+        }
+        out
+    }
+
+    async fn answer(&self, req: &Message, result: Value) {
+        let m = Message::response(req.id().unwrap(), &result);
+        self.inject(m).await;
+    }
+
+    async fn inject(&self, m: Message) {
+        self.hub.upstream_event(UpstreamId(0), UpstreamEvent::Message(m)).await.unwrap();
+    }
+}
+
+impl Client {
+    async fn send(&mut self, method: &str, params: Value) -> RawId {
+        self.next_id += 1;
+        let id = RawId::from_u64(self.next_id * 1000 + self.id.0);
+        let m = Message::request(&id, method, Some(&params));
+        self.hub.client_message(self.id, m).await.unwrap();
+        id
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send(method, params).await;
+        let v = self.next().await;
+        assert_eq!(v["id"].to_string(), id.as_json(), "{v}");
+        v
+    }
+
+    async fn next(&self) -> Value {
+        loop {
+            let mut out = vec![];
+            self.outbox.drain(&mut out).unwrap();
+            if let Some(first) = out.first() {
+                assert_eq!(out.len(), 1, "expected one message, got {out:?}");
+                return serde_json::from_slice(&first.bytes).unwrap();
+            }
+            tokio::time::timeout(Duration::from_secs(5), self.outbox.ready()).await.expect("a message");
+        }
+    }
+
+    fn pending(&self) -> Vec<Value> {
+        let mut out = vec![];
+        self.outbox.drain(&mut out).unwrap();
+        out.iter().map(|o| serde_json::from_slice(&o.bytes).unwrap()).collect()
+    }
+}
+
+fn methods_of(msgs: &[Message]) -> Vec<&str> {
+    msgs.iter().filter_map(Message::method).collect()
+}
+
+#[tokio::test]
+async fn ten_clients_same_uri_one_upstream_subscribe_and_targeted_fanout() {
+    let mut r = rig().await;
+    let mut clients = vec![];
+    for _ in 0..10 {
+        clients.push(r.client(json!({})).await);
+    }
+    let bystander = r.client(json!({})).await;
+    for c in clients.iter_mut() {
+        c.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    }
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/subscribe"], "exactly one upstream subscribe");
+    for c in &clients {
+        assert!(c.pending().is_empty(), "nobody is answered before the upstream is");
+    }
+    r.answer(&up[0], json!({})).await;
+    r.sync().await;
+    for c in &clients {
+        let got = c.pending();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["result"], json!({}));
+    }
+    // One update, with _meta and an unknown member, reaches the 10 holders only.
+    let update = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://a","_meta":{"k":[1,2]},"x":true}}"#;
+    r.inject(Message::parse(update.as_bytes()).unwrap()).await;
+    // An update for a URI nobody holds reaches nobody.
+    r.inject(Message::notification("notifications/resources/updated", Some(&json!({"uri": "test://b"})))).await;
+    r.sync().await;
+    for c in &clients {
+        let got = c.pending();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0], serde_json::from_str::<Value>(update).unwrap());
+    }
+    assert!(bystander.pending().is_empty(), "a client that did not subscribe gets nothing");
+    // 9 unsubscribe: no upstream traffic; the 10th: exactly one unsubscribe.
+    for c in clients.iter_mut().take(9) {
+        assert_eq!(c.call("resources/unsubscribe", json!({"uri": "test://a"})).await["result"], json!({}));
+    }
+    assert!(r.upstream_msgs().await.is_empty());
+    clients[9].call("resources/unsubscribe", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
+    let stats = r.hub.stats().await.unwrap();
+    assert_eq!((stats.subscription_keys, stats.client_subscriptions), (0, 0));
+}
+
+#[tokio::test]
+async fn disconnect_releases_the_clients_share() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    a.next().await;
+    assert_eq!(b.call("resources/subscribe", json!({"uri": "test://a"})).await["result"], json!({}));
+    r.hub.client_closed(a.id, "test").await;
+    assert!(r.upstream_msgs().await.is_empty(), "b still holds it");
+    r.hub.client_closed(b.id, "test").await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
+    r.answer(&up[0], json!({})).await;
+    let s = r.hub.stats().await.unwrap();
+    assert_eq!((s.clients, s.subscription_keys, s.pending_requests), (0, 0, 0));
+}
+
+#[tokio::test]
+async fn client_that_declared_no_subscribe_is_refused_without_upstream_traffic() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({"resources": {"subscribe": false}})).await;
+    let v = c.call("resources/subscribe", json!({"uri": "test://a"})).await;
+    assert_eq!(v["error"]["code"], -32601);
+    assert!(v["error"]["message"].as_str().unwrap().contains("client_capability"));
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn required_mode_refuses_clients_that_did_not_declare_true() {
+    let s = HubSettings { client_capability: ClientCapabilityPolicy::Required, ..settings() };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}})).await;
+    let mut silent = r.client(json!({})).await;
+    let v = silent.call("resources/subscribe", json!({"uri": "test://a"})).await;
+    assert!(v["error"]["message"].as_str().unwrap().contains("\"required\""), "{v}");
+    assert!(r.upstream_msgs().await.is_empty());
+    let mut declared = r.client(json!({"resources": {"subscribe": true}})).await;
+    declared.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    assert_eq!(methods_of(&r.upstream_msgs().await), vec!["resources/subscribe"]);
+}
+
+#[tokio::test]
+async fn upstream_without_subscribe_capability_gets_no_subscribe() {
+    let mut r = rig_with(settings(), json!({"resources": {}})).await;
+    let mut c = r.client(json!({})).await;
+    let v = c.call("resources/subscribe", json!({"uri": "test://a"})).await;
+    assert!(v["error"]["message"].as_str().unwrap().contains("force_subscribe"), "{v}");
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn upstream_error_on_subscribe_reaches_every_waiter_and_changes_nothing() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/subscribe", json!({"uri": "test://x"})).await;
+    b.send("resources/subscribe", json!({"uri": "test://x"})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 1);
+    let err = Message::error_response(up[0].id(), -32002, "Resource not found", Some(json!({"uri": "test://x"})));
+    r.inject(err).await;
+    for c in [&a, &b] {
+        let v = c.next().await;
+        assert_eq!(v["error"]["code"], -32002);
+        assert_eq!(v["error"]["data"]["uri"], "test://x");
+    }
+    assert_eq!(r.hub.stats().await.unwrap().subscription_keys, 0);
+}
+
+#[tokio::test]
+async fn requests_are_forwarded_under_proxy_ids_and_mapped_back() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    // Both clients use the same id and a progress token.
+    let p = json!({"name": "echo", "_meta": {"progressToken": "tok"}});
+    let ida = a.send("tools/call", p.clone()).await;
+    let idb = b.send("tools/call", p).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 2);
+    assert_ne!(up[0].id(), up[1].id(), "upstream ids are unique");
+    let params0: Value = serde_json::from_str(up[0].params().unwrap().get()).unwrap();
+    let token0 = params0["_meta"]["progressToken"].clone();
+    assert_ne!(token0, json!("tok"), "progress tokens are rewritten");
+    // Progress for the first reaches only a, with a's token.
+    r.inject(Message::notification("notifications/progress", Some(&json!({"progressToken": token0, "progress": 1})))).await;
+    r.answer(&up[1], json!({"content": [{"type": "text", "text": "b"}]})).await;
+    r.answer(&up[0], json!({"content": [{"type": "text", "text": "a"}]})).await;
+    r.sync().await;
+    let got_a = a.pending();
+    assert_eq!(got_a[0]["params"]["progressToken"], "tok");
+    assert_eq!(got_a[1]["id"].to_string(), ida.as_json());
+    assert_eq!(got_a[1]["result"]["content"][0]["text"], "a");
+    let got_b = b.pending();
+    assert_eq!(got_b.len(), 1);
+    assert_eq!(got_b[0]["id"].to_string(), idb.as_json());
+}
+
+#[tokio::test]
+async fn ping_and_discover_are_answered_locally() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    assert_eq!(c.call("ping", json!({})).await["result"], json!({}));
+    assert_eq!(c.call("server/discover", json!({})).await["error"]["code"], -32601);
+    assert_eq!(c.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}})).await["error"]["code"], -32600);
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn upstream_death_fails_pending_requests_at_once() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    assert_eq!(r.upstream_msgs().await.len(), 1);
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Down { reason: "exited".into(), retrying: true })
+        .await
+        .unwrap();
+    let v = c.next().await;
+    assert_eq!(v["error"]["code"], -32000);
+    assert!(v["error"]["message"].as_str().unwrap().contains("exited"));
+    // While it is down, new requests fail fast too.
+    assert_eq!(c.call("tools/call", json!({"name": "x"})).await["error"]["code"], -32000);
+}
+
+#[tokio::test]
+async fn upstream_restart_resubscribes_and_tells_holders() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    r.hub.upstream_event(UpstreamId(0), UpstreamEvent::Down { reason: "crash".into(), retrying: true }).await.unwrap();
+    let info = InitInfo { capabilities: json!({"resources": {"subscribe": true}}), ..InitInfo::default() };
+    r.hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info)).await.unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/subscribe"]);
+    let got = c.pending();
+    assert!(got.iter().any(|m| m["method"] == "notifications/resources/updated" && m["params"]["uri"] == "test://a"), "{got:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn timed_out_request_errors_and_cancels_upstream() {
+    let s = HubSettings { request_timeout: Duration::from_millis(500), ..settings() };
+    let mut r = rig_with(s, json!({"tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "hang"})).await;
+    let up = r.upstream_msgs().await;
+    let v = c.next().await; // auto-advances paused time to the deadline
+    assert_eq!(v["error"]["code"], -32001);
+    let up2 = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up2), vec!["notifications/cancelled"]);
+    let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
+    assert_eq!(params["requestId"].to_string(), up[0].id().unwrap().as_json());
+    // A late answer is dropped.
+    r.answer(&up[0], json!({})).await;
+    r.sync().await;
+    assert!(c.pending().is_empty());
+}
+
+#[tokio::test]
+async fn client_cancel_is_forwarded_with_the_upstream_id() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    let id = c.send("tools/call", json!({"name": "slow"})).await;
+    let up = r.upstream_msgs().await;
+    let cancel = Message::notification("notifications/cancelled", Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})));
+    c.hub.client_message(c.id, cancel).await.unwrap();
+    let up2 = r.upstream_msgs().await;
+    let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
+    assert_eq!(params["requestId"].to_string(), up[0].id().unwrap().as_json());
+    assert_eq!(r.hub.stats().await.unwrap().pending_requests, 0);
+}
+
+#[tokio::test]
+async fn server_request_goes_to_the_only_waiting_client_and_back() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"sampling": {}})).await;
+    let _b = r.client(json!({})).await;
+    a.send("tools/call", json!({"name": "sample"})).await;
+    let _ = r.upstream_msgs().await;
+    let req = Message::request(&RawId::parse("\"s1\"").unwrap(), "sampling/createMessage", Some(&json!({"messages": []})));
+    r.inject(req).await;
+    let got = a.next().await;
+    assert_eq!(got["method"], "sampling/createMessage");
+    let down_id = RawId::parse(&got["id"].to_string()).unwrap();
+    let answer = Message::response(&down_id, &json!({"role": "assistant"}));
+    a.hub.client_message(a.id, answer).await.unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(up[0].kind(), Kind::Response);
+    assert_eq!(up[0].id().unwrap().as_json(), "\"s1\"");
+}
+
+#[tokio::test]
+async fn unroutable_server_request_is_refused_with_a_reason() {
+    let mut r = rig().await;
+    let _a = r.client(json!({})).await;
+    r.inject(Message::request(&RawId::from_u64(9), "roots/list", None)).await;
+    let up = r.upstream_msgs().await;
+    assert!(up[0].is_error());
+    assert!(up[0].error().unwrap().get().contains("no client"));
+}
+
+#[tokio::test]
+async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
+    let mut r = rig().await;
+    let mut fast = r.client(json!({})).await;
+    // A slow client with a tiny queue that never drains.
+    let slow_box = Outbox::new(2);
+    let slow_id = r.hub.open_client(slow_box.clone()).await.unwrap();
+    let init = Message::request(&RawId::from_u64(1), "initialize", Some(&json!({"protocolVersion": "2025-06-18", "capabilities": {}})));
+    r.hub.client_message(slow_id, init).await.unwrap();
+    fast.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    fast.next().await;
+    let sub = Message::request(&RawId::from_u64(2), "resources/subscribe", Some(&json!({"uri": "test://a"})));
+    r.hub.client_message(slow_id, sub).await.unwrap();
+    for i in 0..100 {
+        r.inject(Message::notification("notifications/resources/updated", Some(&json!({"uri": "test://a", "_meta": {"n": i}})))).await;
+        r.sync().await;
+        let got = fast.pending();
+        assert_eq!(got.len(), 1, "the fast client gets every update");
+        assert_eq!(got[0]["params"]["_meta"]["n"], i);
+    }
+    assert!(slow_box.len() <= 3, "the slow client's queue stays bounded: {}", slow_box.len());
+    assert_eq!(r.hub.stats().await.unwrap().clients, 2, "coalescing, not disconnecting");
+    // When it finally reads, it learns of the newest change.
+    let mut out = vec![];
+    slow_box.drain(&mut out).unwrap();
+    let last: Value = serde_json::from_slice(&out.last().unwrap().bytes).unwrap();
+    assert_eq!(last["params"]["_meta"]["n"], 99);
+    assert_eq!(out.last().unwrap().kind, OutKind::Coalescible(format!("u0 test://a").into()));
+}

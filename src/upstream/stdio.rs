@@ -1,0 +1,279 @@
+//! The stdio upstream actor: spawns the server process, performs the handshake,
+//! shuttles lines between the process and the hub, and restarts it with jittered
+//! exponential backoff when it dies.
+//!
+//! Owns the child process: it is started with `kill_on_drop`, stopped by closing
+//! stdin, waiting, then killing — never left as a zombie. Reading and writing run as
+//! separate futures so a server that stops reading stdin cannot stop us reading its
+//! stdout. Never interprets messages after the handshake; never awaits a client.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::json;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+
+use super::{backoff, InitInfo, UpstreamCmd, UpstreamEvent};
+use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
+use crate::hub::HubHandle;
+use crate::protocol::codec::{Frame, JsonLines};
+use crate::protocol::{methods, Kind, Message, RawId, LATEST_VERSION};
+use crate::state::ids::UpstreamId;
+
+/// How long a server gets to exit after its stdin closes, before it is killed.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// The id of the proxy's own `initialize` request on each upstream session.
+const INIT_ID: &str = "\"mcpmux-initialize\"";
+
+pub(crate) struct StdioUpstream {
+    pub id: UpstreamId,
+    pub config: ServerConfig,
+    pub restart: RestartConfig,
+    pub max_line: usize,
+    pub hub: HubHandle,
+    pub shutdown: CancellationToken,
+}
+
+/// Why one session with the child ended.
+enum SessionEnd {
+    Shutdown,
+    Died(String),
+}
+
+impl StdioUpstream {
+    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
+        let name = self.config.name.clone();
+        let mut failures: u32 = 0;
+        loop {
+            // Commands queued for a dead session must not reach the next one.
+            while rx.try_recv().is_ok() {}
+            let started = tokio::time::Instant::now();
+            let end = self.session(&mut rx).await;
+            let reason = match end {
+                SessionEnd::Shutdown => return,
+                SessionEnd::Died(r) => r,
+            };
+            // A session that ran for a while resets the failure count.
+            if started.elapsed() > Duration::from_millis(self.restart.max_backoff_ms.max(10_000)) {
+                failures = 0;
+            }
+            failures += 1;
+            let retrying = failures < self.restart.max_failures;
+            tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
+            if self
+                .hub
+                .upstream_event(self.id, UpstreamEvent::Down { reason, retrying })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            if !retrying {
+                tracing::error!(upstream = %name, failures, "upstream keeps failing; marked down (restart mcpmux to try again)");
+                self.shutdown.cancelled().await;
+                return;
+            }
+            let delay = backoff(&self.restart, failures);
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    fn command(&self) -> Result<Command, String> {
+        let UpstreamTransport::Stdio { command, args, env, cwd } = self.config.transport() else {
+            return Err("not a stdio server".into());
+        };
+        let mut cmd = Command::new(&command);
+        cmd.args(&args)
+            .envs(&env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        if let Some(dir) = cwd {
+            cmd.current_dir(dir);
+        }
+        Ok(cmd)
+    }
+
+    async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
+        let name = &self.config.name;
+        let mut child = match self.command().and_then(|mut c| c.spawn().map_err(|e| e.to_string())) {
+            Ok(c) => c,
+            Err(e) => {
+                let cmd = self.config.command.as_deref().unwrap_or_default();
+                return SessionEnd::Died(format!("cannot start `{cmd}`: {e}"));
+            }
+        };
+        let stdin = child.stdin.take().expect("piped");
+        let stdout = child.stdout.take().expect("piped");
+        if let Some(stderr) = child.stderr.take() {
+            let name = name.clone();
+            tokio::spawn(async move {
+                let mut lines = BufReader::new(stderr).lines();
+                while let Ok(Some(line)) = lines.next_line().await {
+                    tracing::info!(target: "mcpmux::upstream_stderr", upstream = %name, "{line}");
+                }
+            });
+        }
+        let mut writer = FramedWrite::new(stdin, JsonLines::new(self.max_line));
+        let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
+
+        let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
+        let handshake = tokio::time::timeout(init_timeout, self.handshake(&mut writer, &mut reader));
+        let info = tokio::select! {
+            r = handshake => match r {
+                Ok(Ok(info)) => info,
+                Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
+                Err(_) => {
+                    let e = format!("no answer to initialize within {} ms (restart.init_timeout_ms)", init_timeout.as_millis());
+                    return self.stop(child, writer, SessionEnd::Died(e)).await;
+                }
+            },
+            status = child.wait() => return SessionEnd::Died(exit_text(status)),
+            _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
+        };
+        if self.hub.upstream_event(self.id, UpstreamEvent::Ready(info)).await.is_err() {
+            return self.stop(child, writer, SessionEnd::Shutdown).await;
+        }
+
+        let end = {
+            let write_loop = async {
+                while let Some(UpstreamCmd::Send(bytes)) = rx.recv().await {
+                    if let Err(e) = writer.send(bytes).await {
+                        return format!("writing to the server failed: {e}");
+                    }
+                }
+                "mcpmux is shutting down".to_owned()
+            };
+            let read_loop = async {
+                loop {
+                    match reader.next().await {
+                        Some(Ok(Frame::Line(line))) => {
+                            if let Some(msg) = parse_line(name, &line) {
+                                if self.hub.upstream_event(self.id, UpstreamEvent::Message(msg)).await.is_err() {
+                                    return "mcpmux is shutting down".to_owned();
+                                }
+                            }
+                        }
+                        Some(Ok(Frame::TooLong)) => {
+                            tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
+                        }
+                        Some(Err(e)) => return format!("reading from the server failed: {e}"),
+                        None => return "the server closed its stdout".to_owned(),
+                    }
+                }
+            };
+            tokio::select! {
+                r = write_loop => SessionEnd::Died(r),
+                r = read_loop => SessionEnd::Died(r),
+                status = child.wait() => SessionEnd::Died(exit_text(status)),
+                _ = self.shutdown.cancelled() => SessionEnd::Shutdown,
+            }
+        };
+        if let SessionEnd::Shutdown = end {
+            // Deliver what the hub queued while shutting down (the last unsubscribes).
+            let flush = async {
+                while let Ok(UpstreamCmd::Send(bytes)) = rx.try_recv() {
+                    if writer.send(bytes).await.is_err() {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(STOP_GRACE, flush).await;
+        }
+        self.stop(child, writer, end).await
+    }
+
+    /// Sends `initialize`, waits for its answer (answering pings, logging anything
+    /// else), then sends `notifications/initialized`.
+    async fn handshake(
+        &self,
+        writer: &mut FramedWrite<ChildStdin, JsonLines>,
+        reader: &mut FramedRead<ChildStdout, JsonLines>,
+    ) -> Result<InitInfo, String> {
+        let init_id = RawId::parse(INIT_ID).expect("valid id");
+        let params = json!({
+            "protocolVersion": LATEST_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
+        writer.send(req.to_bytes()).await.map_err(|e| format!("writing initialize failed: {e}"))?;
+        loop {
+            let line = match reader.next().await {
+                Some(Ok(Frame::Line(l))) => l,
+                Some(Ok(Frame::TooLong)) => continue,
+                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
+                None => return Err("the server closed its stdout during initialize".into()),
+            };
+            let Some(msg) = parse_line(&self.config.name, &line) else { continue };
+            match msg.kind() {
+                Kind::Response if msg.id() == Some(&init_id) => {
+                    if let Some(err) = msg.error() {
+                        return Err(format!("the server refused initialize: {}", err.get()));
+                    }
+                    let result: serde_json::Value = msg
+                        .result()
+                        .and_then(|r| serde_json::from_str(r.get()).ok())
+                        .unwrap_or_default();
+                    let info = InitInfo {
+                        protocol_version: result["protocolVersion"].as_str().unwrap_or_default().to_owned(),
+                        capabilities: result["capabilities"].clone(),
+                        server_info: result["serverInfo"].clone(),
+                        instructions: result["instructions"].as_str().map(str::to_owned),
+                    };
+                    let note = Message::notification(methods::INITIALIZED, None);
+                    writer.send(note.to_bytes()).await.map_err(|e| format!("writing initialized failed: {e}"))?;
+                    return Ok(info);
+                }
+                Kind::Request if msg.method() == Some(methods::PING) => {
+                    let pong = Message::response(msg.id().expect("requests have ids"), &json!({}));
+                    writer.send(pong.to_bytes()).await.map_err(|e| e.to_string())?;
+                }
+                _ => tracing::debug!(upstream = %self.config.name, line, "message before initialize ignored"),
+            }
+        }
+    }
+
+    /// Stops the child: close stdin, wait up to [`STOP_GRACE`], then kill and reap.
+    async fn stop(&self, mut child: Child, writer: FramedWrite<ChildStdin, JsonLines>, end: SessionEnd) -> SessionEnd {
+        drop(writer);
+        match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+            Ok(_) => {}
+            Err(_) => {
+                tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; killing it");
+                let _ = child.kill().await;
+            }
+        }
+        end
+    }
+}
+
+fn parse_line(upstream: &str, line: &str) -> Option<Message> {
+    if line.trim().is_empty() {
+        return None;
+    }
+    match Message::parse(line.as_bytes()) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!(%upstream, error = %e, "unparseable line from upstream dropped");
+            None
+        }
+    }
+}
+
+fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
+    match status {
+        Ok(s) => format!("the server exited ({s})"),
+        Err(e) => format!("waiting for the server failed: {e}"),
+    }
+}

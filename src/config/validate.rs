@@ -1,0 +1,368 @@
+//! Checks a deserialized [`Config`] and expands `${NAME}` in its server strings.
+//!
+//! Owns: every rule a well-typed config can still break (see the parent module docs for
+//! the list) and the mapping from a key path back to its line in the file.
+//! Never: reads the environment itself (a lookup closure is passed in) or the file.
+
+use std::fmt;
+
+use super::expand::{self, ExpandError};
+use super::{Config, LimitsConfig, ListenConfig, RestartConfig, ServerConfig};
+
+/// A dotted key such as `servers.remote.args[2]`, kept as segments for the line lookup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct KeyPath {
+    segments: Vec<String>,
+    index: Option<usize>,
+}
+
+impl KeyPath {
+    fn new<S: AsRef<str>>(segments: &[S]) -> Self {
+        KeyPath {
+            segments: segments.iter().map(|s| s.as_ref().to_owned()).collect(),
+            index: None,
+        }
+    }
+
+    fn server(name: &str) -> Self {
+        Self::new(&["servers", name])
+    }
+
+    fn child(&self, key: &str) -> Self {
+        let mut out = self.clone();
+        out.segments.push(key.to_owned());
+        out
+    }
+
+    fn at(&self, index: usize) -> Self {
+        KeyPath {
+            index: Some(index),
+            ..self.clone()
+        }
+    }
+
+    /// The 1-based line of the deepest key of this path present in `text`, if any.
+    pub(super) fn line_in(&self, text: &str) -> Option<usize> {
+        let root = toml::de::DeTable::parse(text).ok()?;
+        let mut table = root.get_ref();
+        let mut span = None;
+        let mut segments = self.segments.iter().peekable();
+        while let Some(segment) = segments.next() {
+            let (key, value) = table.get_key_value(segment.as_str())?;
+            span = Some(key.span());
+            match (value.get_ref(), segments.peek(), self.index) {
+                (toml::de::DeValue::Table(inner), Some(_), _) => table = inner,
+                (toml::de::DeValue::Array(items), None, Some(i)) => {
+                    span = items.get(i).map(|item| item.span()).or(span);
+                }
+                _ => break,
+            }
+        }
+        span.map(|span| line_of_offset(text, span.start))
+    }
+}
+
+impl fmt::Display for KeyPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, segment) in self.segments.iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            let bare = !segment.is_empty()
+                && segment
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if bare {
+                f.write_str(segment)?;
+            } else {
+                write!(f, "{segment:?}")?;
+            }
+        }
+        match self.index {
+            Some(i) => write!(f, "[{i}]"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// 1-based line number of a byte offset.
+pub(super) fn line_of_offset(text: &str, offset: usize) -> usize {
+    let offset = offset.min(text.len());
+    text.as_bytes()[..offset]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// What is wrong, and where; the parent turns it into a `ConfigError` with file and line.
+#[derive(Debug)]
+pub(super) enum Problem {
+    /// `message` is a full sentence that names the key.
+    Invalid { at: KeyPath, message: String },
+    /// `${var}` used at `at` is not set.
+    MissingVar { at: KeyPath, var: String },
+}
+
+fn invalid(at: &KeyPath, message: impl Into<String>) -> Problem {
+    Problem::Invalid {
+        at: at.clone(),
+        message: message.into(),
+    }
+}
+
+/// Expands the server strings in place, then checks every rule; stops at the first problem.
+pub(super) fn validate(
+    cfg: &mut Config,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Problem> {
+    check_listen(&cfg.listen)?;
+    check_limits(&cfg.limits)?;
+    check_restart(&cfg.restart)?;
+    if cfg.servers.0.is_empty() {
+        return Err(invalid(
+            &KeyPath::new(&["servers"]),
+            "no [servers.NAME] table: mcpmux needs at least one upstream",
+        ));
+    }
+    for server in &mut cfg.servers.0 {
+        expand_server(server, env)?;
+        check_server(server)?;
+    }
+    let servers = &cfg.servers.0;
+    for (i, server) in servers.iter().enumerate() {
+        let Some(prefix) = &server.prefix else {
+            continue;
+        };
+        if let Some(first) = servers[..i]
+            .iter()
+            .find(|s| s.prefix.as_ref() == Some(prefix))
+        {
+            let at = KeyPath::server(&server.name).child("prefix");
+            return Err(invalid(
+                &at,
+                format!(
+                    "{at} = {prefix:?} is already used by {}; prefixes must be unique",
+                    KeyPath::server(&first.name).child("prefix")
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn positive(at: &[&str], value: u64) -> Result<(), Problem> {
+    if value == 0 {
+        let at = KeyPath::new(at);
+        return Err(invalid(&at, format!("{at} must be greater than 0")));
+    }
+    Ok(())
+}
+
+fn check_listen(listen: &ListenConfig) -> Result<(), Problem> {
+    if !listen.path.starts_with('/') {
+        let at = KeyPath::new(&["listen", "path"]);
+        let message = format!("{at} must start with `/` (got {:?})", listen.path);
+        return Err(invalid(&at, message));
+    }
+    positive(&["listen", "session_idle_ms"], listen.session_idle_ms)?;
+    if let Some(var) = &listen.auth_token_env {
+        if var.is_empty() || var.contains(['=', '\0', '$', '{', '}']) {
+            let at = KeyPath::new(&["listen", "auth_token_env"]);
+            let message = format!(
+                "{at} must be the name of an environment variable, such as \"MCPMUX_TOKEN\" \
+                 (not the token, and not ${{...}}); got {var:?}"
+            );
+            return Err(invalid(&at, message));
+        }
+    }
+    Ok(())
+}
+
+fn check_limits(limits: &LimitsConfig) -> Result<(), Problem> {
+    let as_u64 = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    positive(
+        &["limits", "max_message_bytes"],
+        as_u64(limits.max_message_bytes),
+    )?;
+    positive(&["limits", "max_clients"], as_u64(limits.max_clients))?;
+    positive(
+        &["limits", "max_subscriptions_per_client"],
+        as_u64(limits.max_subscriptions_per_client),
+    )?;
+    positive(&["limits", "client_queue"], as_u64(limits.client_queue))?;
+    positive(&["limits", "request_timeout_ms"], limits.request_timeout_ms)?;
+    positive(
+        &["limits", "max_pending_per_client"],
+        as_u64(limits.max_pending_per_client),
+    )
+}
+
+fn check_restart(restart: &RestartConfig) -> Result<(), Problem> {
+    positive(
+        &["restart", "initial_backoff_ms"],
+        restart.initial_backoff_ms,
+    )?;
+    positive(
+        &["restart", "max_failures"],
+        u64::from(restart.max_failures),
+    )?;
+    positive(&["restart", "init_timeout_ms"], restart.init_timeout_ms)?;
+    if restart.max_backoff_ms < restart.initial_backoff_ms {
+        let at = KeyPath::new(&["restart", "max_backoff_ms"]);
+        let message = format!(
+            "{at} ({}) must be at least restart.initial_backoff_ms ({})",
+            restart.max_backoff_ms, restart.initial_backoff_ms
+        );
+        return Err(invalid(&at, message));
+    }
+    Ok(())
+}
+
+/// Expands `${NAME}` in `command`, `args`, `env` values, `cwd`, `url` and `headers` values.
+fn expand_server(
+    server: &mut ServerConfig,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<(), Problem> {
+    let base = KeyPath::server(&server.name);
+    let one = |value: &mut String, at: KeyPath| -> Result<(), Problem> {
+        match expand::expand(value, env) {
+            Ok(expanded) => {
+                *value = expanded;
+                Ok(())
+            }
+            Err(ExpandError::Unset(var)) => Err(Problem::MissingVar { at, var }),
+            Err(ExpandError::Unterminated) => Err(invalid(
+                &at,
+                format!(
+                    "{at} has a `${{` without a closing `}}` (write `$${{` for a literal `${{`)"
+                ),
+            )),
+            Err(ExpandError::BadName(name)) => Err(invalid(
+                &at,
+                format!(
+                    "{at} uses ${{{name}}}, which is not a variable name ([A-Za-z_][A-Za-z0-9_]*)"
+                ),
+            )),
+        }
+    };
+    if let Some(command) = &mut server.command {
+        one(command, base.child("command"))?;
+    }
+    for (i, arg) in server.args.iter_mut().enumerate() {
+        one(arg, base.child("args").at(i))?;
+    }
+    for (key, value) in &mut server.env {
+        one(value, base.child("env").child(key))?;
+    }
+    if let Some(cwd) = &mut server.cwd {
+        if let Some(text) = cwd.to_str() {
+            let mut text = text.to_owned();
+            one(&mut text, base.child("cwd"))?;
+            *cwd = text.into();
+        }
+    }
+    if let Some(url) = &mut server.url {
+        one(url, base.child("url"))?;
+    }
+    for (key, value) in &mut server.headers {
+        one(value, base.child("headers").child(key))?;
+    }
+    Ok(())
+}
+
+/// An HTTP header name: RFC 9110 `token` characters.
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+fn check_server(server: &ServerConfig) -> Result<(), Problem> {
+    let base = KeyPath::server(&server.name);
+    if server.name.is_empty() {
+        return Err(invalid(
+            &base,
+            format!("{base}: a server name must not be empty"),
+        ));
+    }
+    match (&server.command, &server.url) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                &base,
+                format!("{base} has both `command` (stdio) and `url` (HTTP); set exactly one"),
+            ))
+        }
+        (None, None) => {
+            return Err(invalid(
+                &base,
+                format!("{base} needs `command` (a stdio upstream) or `url` (an HTTP upstream)"),
+            ))
+        }
+        (Some(command), None) => {
+            if command.trim().is_empty() {
+                let at = base.child("command");
+                return Err(invalid(&at, format!("{at} must not be empty")));
+            }
+            if !server.headers.is_empty() {
+                let at = base.child("headers");
+                let message = format!("{at} only applies to an HTTP upstream (`url`)");
+                return Err(invalid(&at, message));
+            }
+        }
+        (None, Some(url)) => {
+            let lower = url.to_ascii_lowercase();
+            let rest = lower
+                .strip_prefix("http://")
+                .or_else(|| lower.strip_prefix("https://"));
+            if rest.is_none_or(str::is_empty) {
+                let at = base.child("url");
+                let message = format!("{at} must start with http:// or https:// (got {url:?})");
+                return Err(invalid(&at, message));
+            }
+            let stdio_only = [
+                ("args", !server.args.is_empty()),
+                ("env", !server.env.is_empty()),
+                ("cwd", server.cwd.is_some()),
+            ];
+            if let Some((key, _)) = stdio_only.iter().find(|(_, set)| *set) {
+                let at = base.child(key);
+                let message = format!("{at} only applies to a stdio upstream (`command`)");
+                return Err(invalid(&at, message));
+            }
+        }
+    }
+    for (key, value) in &server.env {
+        let at = base.child("env").child(key);
+        if key.is_empty() || key.contains(['=', '\0']) || value.contains('\0') {
+            let message = format!("{at}: an environment variable name must be non-empty without `=`, and no NUL byte may appear");
+            return Err(invalid(&at, message));
+        }
+    }
+    for (key, value) in &server.headers {
+        let at = base.child("headers").child(key);
+        if !is_header_name(key) {
+            let message = format!("{at}: {key:?} is not a valid HTTP header name");
+            return Err(invalid(&at, message));
+        }
+        if value.contains(['\r', '\n', '\0']) {
+            let message = format!("{at} must not contain a line break or NUL byte");
+            return Err(invalid(&at, message));
+        }
+    }
+    if let Some(prefix) = &server.prefix {
+        if prefix.is_empty() || prefix.contains(char::is_whitespace) {
+            let at = base.child("prefix");
+            let message =
+                format!("{at} must be non-empty and contain no whitespace (got {prefix:?})");
+            return Err(invalid(&at, message));
+        }
+    }
+    if let Some(i) = server.uri_prefixes.iter().position(String::is_empty) {
+        let at = base.child("uri_prefixes").at(i);
+        let message = format!("{at} must not be empty (it would claim every URI)");
+        return Err(invalid(&at, message));
+    }
+    Ok(())
+}

@@ -74,7 +74,10 @@ impl Core {
         let _ = self.hub_task.await;
         self.upstream_stop.cancel();
         self.tracker.close();
-        if tokio::time::timeout(SHUTDOWN_DEADLINE, self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(SHUTDOWN_DEADLINE, self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("upstreams did not stop within the shutdown deadline");
         }
     }

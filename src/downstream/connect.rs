@@ -61,7 +61,8 @@ where
             Frame::Line(l) if l.trim().is_empty() => continue,
             Frame::Line(l) => l,
             Frame::TooLong => {
-                let e = Message::error_response(None, code::INVALID_REQUEST, "message too long", None);
+                let e =
+                    Message::error_response(None, code::INVALID_REQUEST, "message too long", None);
                 let _ = out_tx.send(e.to_bytes()).await;
                 continue;
             }
@@ -88,7 +89,12 @@ where
         }
         if is_init && !get_started && session.lock().expect("not poisoned").id.is_some() {
             get_started = true;
-            tasks.spawn(get_stream(http.clone(), url.to_owned(), session.clone(), out_tx.clone()));
+            tasks.spawn(get_stream(
+                http.clone(),
+                url.to_owned(),
+                session.clone(),
+                out_tx.clone(),
+            ));
         }
     }
     // Input ended: let in-flight requests finish briefly, end the session, stop.
@@ -118,7 +124,9 @@ struct Post {
 
 impl Post {
     async fn send(self, msg: Message) {
-        let request_id = (msg.kind() == Kind::Request).then(|| msg.id().cloned()).flatten();
+        let request_id = (msg.kind() == Kind::Request)
+            .then(|| msg.id().cloned())
+            .flatten();
         let is_init = msg.method() == Some(methods::INITIALIZE);
         if let Err(why) = self.try_send(msg, is_init).await {
             tracing::warn!(%why, "bridge request failed");
@@ -131,14 +139,21 @@ impl Post {
 
     async fn try_send(&self, msg: Message, is_init: bool) -> Result<(), String> {
         let mut headers = HeaderMap::new();
-        headers.insert(ACCEPT, HeaderValue::from_static("application/json, text/event-stream"));
+        headers.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         {
             let s = self.session.lock().expect("not poisoned");
             if let Some(id) = s.id.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
                 headers.insert(SESSION, id);
             }
-            if let Some(v) = s.version.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+            if let Some(v) = s
+                .version
+                .as_deref()
+                .and_then(|v| HeaderValue::from_str(v).ok())
+            {
                 headers.insert(VERSION, v);
             }
         }
@@ -172,7 +187,10 @@ impl Post {
             }
             return Ok(());
         }
-        let body = resp.bytes().await.map_err(|e| format!("reading the answer failed: {e}"))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| format!("reading the answer failed: {e}"))?;
         if body.is_empty() {
             return if status.is_success() {
                 Ok(())
@@ -182,7 +200,9 @@ impl Post {
         }
         // JSON-RPC error bodies of HTTP errors are forwarded when they carry our id;
         // otherwise the caller turns the status into an error for the request.
-        let parsed = Message::parse(&body).ok().filter(|m| m.kind() == Kind::Response);
+        let parsed = Message::parse(&body)
+            .ok()
+            .filter(|m| m.kind() == Kind::Response);
         match parsed {
             Some(m) if m.id().is_some() || status.is_success() => {
                 self.emit(&body, is_init).await;
@@ -192,7 +212,10 @@ impl Post {
                 self.emit(&body, is_init).await;
                 Ok(())
             }
-            _ => Err(format!("mcpmux answered HTTP {status}: {}", String::from_utf8_lossy(&body))),
+            _ => Err(format!(
+                "mcpmux answered HTTP {status}: {}",
+                String::from_utf8_lossy(&body)
+            )),
         }
     }
 
@@ -221,7 +244,12 @@ impl Post {
 }
 
 /// Keeps a GET stream open for the daemon's own messages, resuming after drops.
-async fn get_stream(http: reqwest::Client, url: String, session: Arc<Mutex<Session>>, out: mpsc::Sender<Bytes>) {
+async fn get_stream(
+    http: reqwest::Client,
+    url: String,
+    session: Arc<Mutex<Session>>,
+    out: mpsc::Sender<Bytes>,
+) {
     let mut last_event: Option<String> = None;
     let mut failures = 0u32;
     while failures < 10 {
@@ -246,7 +274,9 @@ async fn get_stream(http: reqwest::Client, url: String, session: Arc<Mutex<Sessi
                     if !ev.id.is_empty() {
                         last_event = Some(ev.id.clone());
                     }
-                    if !ev.data.trim().is_empty() && out.send(Bytes::from(compact(&ev.data))).await.is_err() {
+                    if !ev.data.trim().is_empty()
+                        && out.send(Bytes::from(compact(&ev.data))).await.is_err()
+                    {
                         return;
                     }
                 }
@@ -265,7 +295,8 @@ async fn get_stream(http: reqwest::Client, url: String, session: Arc<Mutex<Sessi
 
 fn compact(data: &str) -> String {
     if data.contains('\n') {
-        serde_json::from_str::<serde_json::Value>(data).map_or_else(|_| data.replace('\n', " "), |v| v.to_string())
+        serde_json::from_str::<serde_json::Value>(data)
+            .map_or_else(|_| data.replace('\n', " "), |v| v.to_string())
     } else {
         data.to_owned()
     }

@@ -40,7 +40,9 @@ where
             let line = match frame {
                 Ok(Frame::Line(l)) => l,
                 Ok(Frame::TooLong) => {
-                    let why = format!("message longer than limits.max_message_bytes ({max_line} bytes) discarded");
+                    let why = format!(
+                        "message longer than limits.max_message_bytes ({max_line} bytes) discarded"
+                    );
                     reject(&outbox, code::INVALID_REQUEST, &why);
                     continue;
                 }

@@ -136,9 +136,17 @@ impl Hub {
 
     fn on_subscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
         let Some(UriParams { uri }) = parse_params(msg.params()) else {
-            return self.reply_error(client, &id, code::INVALID_PARAMS, "resources/subscribe needs params.uri (string)");
+            return self.reply_error(
+                client,
+                &id,
+                code::INVALID_PARAMS,
+                "resources/subscribe needs params.uri (string)",
+            );
         };
-        let init = self.clients[&client].init.as_ref().expect("checked by caller");
+        let init = self.clients[&client]
+            .init
+            .as_ref()
+            .expect("checked by caller");
         if let Some(why) = capabilities::subscribe_refusal(
             init.declared_subscribe,
             &init.capabilities,
@@ -147,7 +155,12 @@ impl Hub {
             return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
         }
         let Some(upstream) = self.route_uri(&uri) else {
-            return self.reply_error(client, &id, code::INVALID_PARAMS, &format!("no upstream serves {uri}"));
+            return self.reply_error(
+                client,
+                &id,
+                code::INVALID_PARAMS,
+                &format!("no upstream serves {uri}"),
+            );
         };
         let key = SubKey::new(upstream, &uri);
         let slot = &self.upstreams[upstream.0];
@@ -170,24 +183,35 @@ impl Hub {
             );
             return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
         }
-        if !self.subs.holds(client, &key) && self.subs.count_for(client) >= self.settings.max_subscriptions_per_client {
+        if !self.subs.holds(client, &key)
+            && self.subs.count_for(client) >= self.settings.max_subscriptions_per_client
+        {
             let why = format!(
                 "too many subscriptions for this client (limits.max_subscriptions_per_client = {})",
                 self.settings.max_subscriptions_per_client
             );
             return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
         }
-        let effects = self.subs.subscribe(client, key, (client, id), Instant::now().into_std());
+        let effects = self
+            .subs
+            .subscribe(client, key, (client, id), Instant::now().into_std());
         self.apply_sub_effects(effects);
     }
 
     fn on_unsubscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
         let Some(UriParams { uri }) = parse_params(msg.params()) else {
-            return self.reply_error(client, &id, code::INVALID_PARAMS, "resources/unsubscribe needs params.uri (string)");
+            return self.reply_error(
+                client,
+                &id,
+                code::INVALID_PARAMS,
+                "resources/unsubscribe needs params.uri (string)",
+            );
         };
         if let Some(upstream) = self.route_uri(&uri) {
             let key = SubKey::new(upstream, &uri);
-            let effects = self.subs.unsubscribe(client, &key, Instant::now().into_std());
+            let effects = self
+                .subs
+                .unsubscribe(client, &key, Instant::now().into_std());
             self.apply_sub_effects(effects);
         }
         self.reply(client, &id, json!({}));
@@ -196,10 +220,18 @@ impl Hub {
     /// Forwards a request to its upstream under a proxy id; the answer is mapped back.
     fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
         let Some(upstream) = self.route_request(&msg) else {
-            return self.reply_error(client, &id, code::METHOD_NOT_FOUND, "no upstream serves this request");
+            return self.reply_error(
+                client,
+                &id,
+                code::METHOD_NOT_FOUND,
+                "no upstream serves this request",
+            );
         };
         if self.upstream_ready(upstream).is_none() {
-            let why = format!("upstream {} is not available", self.upstreams[upstream.0].name);
+            let why = format!(
+                "upstream {} is not available",
+                self.upstreams[upstream.0].name
+            );
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
         if self.pending.client_count(client) >= self.settings.max_pending_per_client {
@@ -217,7 +249,12 @@ impl Hub {
             progress: progress.as_deref().map(Into::into),
         };
         let Ok(pid) = self.pending.register(upstream, origin) else {
-            return self.reply_error(client, &id, code::INVALID_REQUEST, "a request with this id is already in flight");
+            return self.reply_error(
+                client,
+                &id,
+                code::INVALID_REQUEST,
+                "a request with this id is already in flight",
+            );
         };
         msg.set_id(&RawId::from_u64(pid.0));
         if progress.is_some() {
@@ -239,7 +276,9 @@ impl Hub {
                     return;
                 };
                 let Some(raw) = p.request_id else { return };
-                let Some(req) = RawId::parse(raw.get()) else { return };
+                let Some(req) = RawId::parse(raw.get()) else {
+                    return;
+                };
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {
                         self.drop_request_timer(pid);

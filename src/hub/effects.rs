@@ -16,7 +16,9 @@ impl Hub {
     /// Queues a message for a client without waiting. A client whose outbox refuses
     /// it is disconnected after the current event.
     pub(super) fn push(&mut self, client: ClientId, out: Outbound) {
-        let Some(c) = self.clients.get(&client) else { return };
+        let Some(c) = self.clients.get(&client) else {
+            return;
+        };
         if let Pushed::Closed(reason) = c.outbox.push(out) {
             self.doomed.push((client, reason));
         }
@@ -30,14 +32,19 @@ impl Hub {
             let key = self.timers.insert_at(Timer::Request(pid), at);
             self.request_timers.insert(pid, key);
         } else {
-            let why = format!("upstream {} is not accepting requests", self.upstreams[upstream.0].name);
+            let why = format!(
+                "upstream {} is not accepting requests",
+                self.upstreams[upstream.0].name
+            );
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
     }
 
     /// Writes one message to an upstream's queue. `false` if it could not be queued.
     pub(super) fn send_to_upstream(&mut self, upstream: UpstreamId, msg: &Message) -> bool {
-        let Some(slot) = self.upstreams.get(upstream.0) else { return false };
+        let Some(slot) = self.upstreams.get(upstream.0) else {
+            return false;
+        };
         let ok = slot.handle.try_send(msg.to_bytes());
         if ok {
             if let (Some(m), crate::protocol::Kind::Request) = (msg.method(), msg.kind()) {
@@ -53,7 +60,10 @@ impl Hub {
         if self.upstream_ready(upstream).is_none() {
             return;
         }
-        let n = Message::notification(methods::CANCELLED, Some(&json!({"requestId": pid.0, "reason": reason})));
+        let n = Message::notification(
+            methods::CANCELLED,
+            Some(&json!({"requestId": pid.0, "reason": reason})),
+        );
         self.send_to_upstream(upstream, &n);
     }
 
@@ -66,12 +76,16 @@ impl Hub {
     /// Completes a pending request with an error of the proxy's own.
     pub(super) fn fail_request(&mut self, pid: ProxyId, code: i64, message: &str) {
         self.drop_request_timer(pid);
-        let Some(entry) = self.pending.complete(pid) else { return };
+        let Some(entry) = self.pending.complete(pid) else {
+            return;
+        };
         match entry.origin {
             Origin::Client { client, id, .. } => self.reply_error(client, &id, code, message),
             Origin::Subscribe(key) => {
                 let err = json!({"code": code, "message": message});
-                let effects = self.subs.upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self
+                    .subs
+                    .upstream_result(&key, Err(err), Instant::now().into_std());
                 self.apply_sub_effects(effects);
             }
             Origin::Unsubscribe(_) | Origin::Internal(_) => {}
@@ -79,7 +93,9 @@ impl Hub {
     }
 
     pub(super) fn request_timed_out(&mut self, pid: ProxyId) {
-        let Some(entry) = self.pending.get(pid) else { return };
+        let Some(entry) = self.pending.get(pid) else {
+            return;
+        };
         let upstream = entry.upstream;
         let ms = self.settings.request_timeout.as_millis();
         let why = format!(
@@ -108,7 +124,8 @@ impl Hub {
                     }
                 },
                 SubEffect::SetLingerTimer { key, at } => {
-                    self.timers.insert_at(Timer::Linger(key), Instant::from_std(at));
+                    self.timers
+                        .insert_at(Timer::Linger(key), Instant::from_std(at));
                 }
             }
         }
@@ -125,13 +142,22 @@ impl Hub {
             if subscribe {
                 let err = json!({"code": code::UPSTREAM_UNAVAILABLE,
                     "message": format!("upstream {} is not available", self.upstreams[upstream.0].name)});
-                let effects = self.subs.upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self
+                    .subs
+                    .upstream_result(&key, Err(err), Instant::now().into_std());
                 self.apply_sub_effects(effects);
             }
             return; // An unsubscribe on a dead session has nothing to undo.
         }
-        let pid = self.pending.register(upstream, origin).expect("internal ids are unique");
-        let msg = Message::request(&RawId::from_u64(pid.0), method, Some(&json!({"uri": &*key.uri})));
+        let pid = self
+            .pending
+            .register(upstream, origin)
+            .expect("internal ids are unique");
+        let msg = Message::request(
+            &RawId::from_u64(pid.0),
+            method,
+            Some(&json!({"uri": &*key.uri})),
+        );
         self.dispatch_upstream(upstream, pid, &msg);
     }
 
@@ -151,6 +177,14 @@ pub(super) fn error_with_object(id: &RawId, err: &serde_json::Value) -> Message 
 }
 
 /// Builds the outbound form of a notification.
-pub(super) fn notification_out(bytes: bytes::Bytes, kind: OutKind, related: Option<RawId>) -> Outbound {
-    Outbound { bytes, kind, related }
+pub(super) fn notification_out(
+    bytes: bytes::Bytes,
+    kind: OutKind,
+    related: Option<RawId>,
+) -> Outbound {
+    Outbound {
+        bytes,
+        kind,
+        related,
+    }
 }

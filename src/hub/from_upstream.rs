@@ -23,7 +23,9 @@ impl Hub {
         }
         match event {
             UpstreamEvent::Ready(info) => self.on_upstream_ready(upstream, info),
-            UpstreamEvent::Down { reason, retrying } => self.on_upstream_down(upstream, reason, retrying),
+            UpstreamEvent::Down { reason, retrying } => {
+                self.on_upstream_down(upstream, reason, retrying)
+            }
             UpstreamEvent::Message(msg) => match msg.kind() {
                 Kind::Response => self.on_upstream_response(upstream, msg),
                 Kind::Notification => self.on_upstream_notification(upstream, msg),
@@ -45,13 +47,23 @@ impl Hub {
             self.apply_sub_effects(effects);
             let keys: Vec<SubKey> = self.subs.keys_of(upstream).cloned().collect();
             for key in keys {
-                let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({"uri": &*key.uri})));
+                let n = Message::notification(
+                    methods::RESOURCES_UPDATED,
+                    Some(&json!({"uri": &*key.uri})),
+                );
                 let holders: Vec<ClientId> = self.subs.holders(&key).collect();
                 let out = notification_out(n.to_bytes(), update_key(&key), None);
                 self.fan_out(&holders, &out);
             }
-            for method in [methods::TOOLS_LIST_CHANGED, methods::PROMPTS_LIST_CHANGED, methods::RESOURCES_LIST_CHANGED] {
-                self.broadcast(&Message::notification(method, None), OutKind::Coalescible(method.into()));
+            for method in [
+                methods::TOOLS_LIST_CHANGED,
+                methods::PROMPTS_LIST_CHANGED,
+                methods::RESOURCES_LIST_CHANGED,
+            ] {
+                self.broadcast(
+                    &Message::notification(method, None),
+                    OutKind::Coalescible(method.into()),
+                );
             }
         }
         self.answer_deferred_inits();
@@ -95,12 +107,16 @@ impl Hub {
             Origin::Subscribe(key) => {
                 let result = match msg.error() {
                     None => Ok(()),
-                    Some(e) => Err(serde_json::from_str(e.get()).unwrap_or_else(|_| json!({"code": code::INTERNAL_ERROR, "message": "upstream error"}))),
+                    Some(e) => Err(serde_json::from_str(e.get()).unwrap_or_else(
+                        |_| json!({"code": code::INTERNAL_ERROR, "message": "upstream error"}),
+                    )),
                 };
                 if let Err(e) = &result {
                     tracing::warn!(uri = %key.uri, error = %e, "upstream refused resources/subscribe");
                 }
-                let effects = self.subs.upstream_result(&key, result, Instant::now().into_std());
+                let effects = self
+                    .subs
+                    .upstream_result(&key, result, Instant::now().into_std());
                 self.apply_sub_effects(effects);
             }
             Origin::Unsubscribe(key) => {
@@ -110,7 +126,11 @@ impl Hub {
             }
             Origin::Internal(what) => {
                 if let Some(e) = msg.error() {
-                    tracing::debug!(what, error = e.get(), "upstream refused an internal request");
+                    tracing::debug!(
+                        what,
+                        error = e.get(),
+                        "upstream refused an internal request"
+                    );
                 }
             }
         }
@@ -137,17 +157,30 @@ impl Hub {
                 self.broadcast(&msg, OutKind::Coalescible(method.as_str().into()));
             }
             methods::PROGRESS => {
-                let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId) else {
-                    return;
-                };
-                let Some(Origin::Client { client, id, progress: Some(token), .. }) =
-                    self.pending.get(pid).filter(|e| e.upstream == upstream).map(|e| e.origin.clone())
+                let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId)
                 else {
                     return;
                 };
-                let token: serde_json::Value = serde_json::from_str(&token).unwrap_or(serde_json::Value::Null);
+                let Some(Origin::Client {
+                    client,
+                    id,
+                    progress: Some(token),
+                    ..
+                }) = self
+                    .pending
+                    .get(pid)
+                    .filter(|e| e.upstream == upstream)
+                    .map(|e| e.origin.clone())
+                else {
+                    return;
+                };
+                let token: serde_json::Value =
+                    serde_json::from_str(&token).unwrap_or(serde_json::Value::Null);
                 rewrite_progress_token_notification(&mut msg, token);
-                self.push(client, notification_out(msg.to_bytes(), OutKind::Notification, Some(id)));
+                self.push(
+                    client,
+                    notification_out(msg.to_bytes(), OutKind::Notification, Some(id)),
+                );
             }
             methods::CANCELLED => {
                 // The upstream cancels a request it sent to a client.
@@ -158,9 +191,18 @@ impl Hub {
                     return;
                 };
                 if let Some(pid) = self.pending.find_client_bound(upstream, &req) {
-                    let bound = self.pending.complete_client_bound(pid).expect("found above");
-                    let n = Message::notification(methods::CANCELLED, Some(&json!({"requestId": pid.0})));
-                    self.push(bound.client, notification_out(n.to_bytes(), OutKind::Notification, None));
+                    let bound = self
+                        .pending
+                        .complete_client_bound(pid)
+                        .expect("found above");
+                    let n = Message::notification(
+                        methods::CANCELLED,
+                        Some(&json!({"requestId": pid.0})),
+                    );
+                    self.push(
+                        bound.client,
+                        notification_out(n.to_bytes(), OutKind::Notification, None),
+                    );
                 }
             }
             _ => self.broadcast(&msg, OutKind::Notification),
@@ -193,7 +235,10 @@ impl Hub {
             client,
         });
         msg.set_id(&RawId::from_u64(pid.0));
-        self.push(client, notification_out(msg.to_bytes(), OutKind::Request, Some(related)));
+        self.push(
+            client,
+            notification_out(msg.to_bytes(), OutKind::Request, Some(related)),
+        );
     }
 
     /// Sends a notification to every initialized client.

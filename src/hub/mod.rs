@@ -79,7 +79,10 @@ pub enum UpstreamStatus {
     Starting,
     Ready(InitInfo),
     /// Dead; `retrying` tells whether the actor will try again.
-    Down { reason: String, retrying: bool },
+    Down {
+        reason: String,
+        retrying: bool,
+    },
 }
 
 /// A waiter in the subscription registry: the client and its subscribe request id.
@@ -171,7 +174,8 @@ impl Hub {
                 let r = if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
-                    self.clients.insert(client, ClientState { outbox, init: None });
+                    self.clients
+                        .insert(client, ClientState { outbox, init: None });
                     tracing::debug!(%client, "client opened");
                     Ok(())
                 };

@@ -53,12 +53,22 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
         server_info: json!({"name": "up"}),
         instructions: None,
     };
-    hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info)).await.unwrap();
-    Rig { hub, up_rx, _stop: stop }
+    hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
+    Rig {
+        hub,
+        up_rx,
+        _stop: stop,
+    }
 }
 
 async fn rig() -> Rig {
-    rig_with(settings(), json!({"resources": {"subscribe": true}, "tools": {}})).await
+    rig_with(
+        settings(),
+        json!({"resources": {"subscribe": true}, "tools": {}}),
+    )
+    .await
 }
 
 struct Client {
@@ -72,7 +82,12 @@ impl Rig {
     async fn client(&self, caps: Value) -> Client {
         let outbox = Outbox::new(64);
         let id = self.hub.open_client(outbox.clone()).await.unwrap();
-        let mut c = Client { id, outbox, hub: self.hub.clone(), next_id: 0 };
+        let mut c = Client {
+            id,
+            outbox,
+            hub: self.hub.clone(),
+            next_id: 0,
+        };
         let r = c
             .call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": caps, "clientInfo": {"name": "t", "version": "1"}}))
             .await;
@@ -101,7 +116,10 @@ impl Rig {
     }
 
     async fn inject(&self, m: Message) {
-        self.hub.upstream_event(UpstreamId(0), UpstreamEvent::Message(m)).await.unwrap();
+        self.hub
+            .upstream_event(UpstreamId(0), UpstreamEvent::Message(m))
+            .await
+            .unwrap();
     }
 }
 
@@ -129,14 +147,18 @@ impl Client {
                 assert_eq!(out.len(), 1, "expected one message, got {out:?}");
                 return serde_json::from_slice(&first.bytes).unwrap();
             }
-            tokio::time::timeout(Duration::from_secs(5), self.outbox.ready()).await.expect("a message");
+            tokio::time::timeout(Duration::from_secs(5), self.outbox.ready())
+                .await
+                .expect("a message");
         }
     }
 
     fn pending(&self) -> Vec<Value> {
         let mut out = vec![];
         self.outbox.drain(&mut out).unwrap();
-        out.iter().map(|o| serde_json::from_slice(&o.bytes).unwrap()).collect()
+        out.iter()
+            .map(|o| serde_json::from_slice(&o.bytes).unwrap())
+            .collect()
     }
 }
 
@@ -153,12 +175,20 @@ async fn ten_clients_same_uri_one_upstream_subscribe_and_targeted_fanout() {
     }
     let bystander = r.client(json!({})).await;
     for c in clients.iter_mut() {
-        c.send("resources/subscribe", json!({"uri": "test://a"})).await;
+        c.send("resources/subscribe", json!({"uri": "test://a"}))
+            .await;
     }
     let up = r.upstream_msgs().await;
-    assert_eq!(methods_of(&up), vec!["resources/subscribe"], "exactly one upstream subscribe");
+    assert_eq!(
+        methods_of(&up),
+        vec!["resources/subscribe"],
+        "exactly one upstream subscribe"
+    );
     for c in &clients {
-        assert!(c.pending().is_empty(), "nobody is answered before the upstream is");
+        assert!(
+            c.pending().is_empty(),
+            "nobody is answered before the upstream is"
+        );
     }
     r.answer(&up[0], json!({})).await;
     r.sync().await;
@@ -171,24 +201,40 @@ async fn ten_clients_same_uri_one_upstream_subscribe_and_targeted_fanout() {
     let update = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://a","_meta":{"k":[1,2]},"x":true}}"#;
     r.inject(Message::parse(update.as_bytes()).unwrap()).await;
     // An update for a URI nobody holds reaches nobody.
-    r.inject(Message::notification("notifications/resources/updated", Some(&json!({"uri": "test://b"})))).await;
+    r.inject(Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({"uri": "test://b"})),
+    ))
+    .await;
     r.sync().await;
     for c in &clients {
         let got = c.pending();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0], serde_json::from_str::<Value>(update).unwrap());
     }
-    assert!(bystander.pending().is_empty(), "a client that did not subscribe gets nothing");
+    assert!(
+        bystander.pending().is_empty(),
+        "a client that did not subscribe gets nothing"
+    );
     // 9 unsubscribe: no upstream traffic; the 10th: exactly one unsubscribe.
     for c in clients.iter_mut().take(9) {
-        assert_eq!(c.call("resources/unsubscribe", json!({"uri": "test://a"})).await["result"], json!({}));
+        assert_eq!(
+            c.call("resources/unsubscribe", json!({"uri": "test://a"}))
+                .await["result"],
+            json!({})
+        );
     }
     assert!(r.upstream_msgs().await.is_empty());
-    clients[9].call("resources/unsubscribe", json!({"uri": "test://a"})).await;
+    clients[9]
+        .call("resources/unsubscribe", json!({"uri": "test://a"}))
+        .await;
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
     let stats = r.hub.stats().await.unwrap();
-    assert_eq!((stats.subscription_keys, stats.client_subscriptions), (0, 0));
+    assert_eq!(
+        (stats.subscription_keys, stats.client_subscriptions),
+        (0, 0)
+    );
 }
 
 #[tokio::test]
@@ -196,11 +242,16 @@ async fn disconnect_releases_the_clients_share() {
     let mut r = rig().await;
     let mut a = r.client(json!({})).await;
     let mut b = r.client(json!({})).await;
-    a.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    a.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     a.next().await;
-    assert_eq!(b.call("resources/subscribe", json!({"uri": "test://a"})).await["result"], json!({}));
+    assert_eq!(
+        b.call("resources/subscribe", json!({"uri": "test://a"}))
+            .await["result"],
+        json!({})
+    );
     r.hub.client_closed(a.id, "test").await;
     assert!(r.upstream_msgs().await.is_empty(), "b still holds it");
     r.hub.client_closed(b.id, "test").await;
@@ -208,38 +259,70 @@ async fn disconnect_releases_the_clients_share() {
     assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
     r.answer(&up[0], json!({})).await;
     let s = r.hub.stats().await.unwrap();
-    assert_eq!((s.clients, s.subscription_keys, s.pending_requests), (0, 0, 0));
+    assert_eq!(
+        (s.clients, s.subscription_keys, s.pending_requests),
+        (0, 0, 0)
+    );
 }
 
 #[tokio::test]
 async fn client_that_declared_no_subscribe_is_refused_without_upstream_traffic() {
     let mut r = rig().await;
     let mut c = r.client(json!({"resources": {"subscribe": false}})).await;
-    let v = c.call("resources/subscribe", json!({"uri": "test://a"})).await;
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
     assert_eq!(v["error"]["code"], -32601);
-    assert!(v["error"]["message"].as_str().unwrap().contains("client_capability"));
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("client_capability"));
     assert!(r.upstream_msgs().await.is_empty());
 }
 
 #[tokio::test]
 async fn required_mode_refuses_clients_that_did_not_declare_true() {
-    let s = HubSettings { client_capability: ClientCapabilityPolicy::Required, ..settings() };
+    let s = HubSettings {
+        client_capability: ClientCapabilityPolicy::Required,
+        ..settings()
+    };
     let mut r = rig_with(s, json!({"resources": {"subscribe": true}})).await;
     let mut silent = r.client(json!({})).await;
-    let v = silent.call("resources/subscribe", json!({"uri": "test://a"})).await;
-    assert!(v["error"]["message"].as_str().unwrap().contains("\"required\""), "{v}");
+    let v = silent
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"required\""),
+        "{v}"
+    );
     assert!(r.upstream_msgs().await.is_empty());
     let mut declared = r.client(json!({"resources": {"subscribe": true}})).await;
-    declared.send("resources/subscribe", json!({"uri": "test://a"})).await;
-    assert_eq!(methods_of(&r.upstream_msgs().await), vec!["resources/subscribe"]);
+    declared
+        .send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(
+        methods_of(&r.upstream_msgs().await),
+        vec!["resources/subscribe"]
+    );
 }
 
 #[tokio::test]
 async fn upstream_without_subscribe_capability_gets_no_subscribe() {
     let mut r = rig_with(settings(), json!({"resources": {}})).await;
     let mut c = r.client(json!({})).await;
-    let v = c.call("resources/subscribe", json!({"uri": "test://a"})).await;
-    assert!(v["error"]["message"].as_str().unwrap().contains("force_subscribe"), "{v}");
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("force_subscribe"),
+        "{v}"
+    );
     assert!(r.upstream_msgs().await.is_empty());
 }
 
@@ -248,11 +331,18 @@ async fn upstream_error_on_subscribe_reaches_every_waiter_and_changes_nothing() 
     let mut r = rig().await;
     let mut a = r.client(json!({})).await;
     let mut b = r.client(json!({})).await;
-    a.send("resources/subscribe", json!({"uri": "test://x"})).await;
-    b.send("resources/subscribe", json!({"uri": "test://x"})).await;
+    a.send("resources/subscribe", json!({"uri": "test://x"}))
+        .await;
+    b.send("resources/subscribe", json!({"uri": "test://x"}))
+        .await;
     let up = r.upstream_msgs().await;
     assert_eq!(up.len(), 1);
-    let err = Message::error_response(up[0].id(), -32002, "Resource not found", Some(json!({"uri": "test://x"})));
+    let err = Message::error_response(
+        up[0].id(),
+        -32002,
+        "Resource not found",
+        Some(json!({"uri": "test://x"})),
+    );
     r.inject(err).await;
     for c in [&a, &b] {
         let v = c.next().await;
@@ -278,9 +368,15 @@ async fn requests_are_forwarded_under_proxy_ids_and_mapped_back() {
     let token0 = params0["_meta"]["progressToken"].clone();
     assert_ne!(token0, json!("tok"), "progress tokens are rewritten");
     // Progress for the first reaches only a, with a's token.
-    r.inject(Message::notification("notifications/progress", Some(&json!({"progressToken": token0, "progress": 1})))).await;
-    r.answer(&up[1], json!({"content": [{"type": "text", "text": "b"}]})).await;
-    r.answer(&up[0], json!({"content": [{"type": "text", "text": "a"}]})).await;
+    r.inject(Message::notification(
+        "notifications/progress",
+        Some(&json!({"progressToken": token0, "progress": 1})),
+    ))
+    .await;
+    r.answer(&up[1], json!({"content": [{"type": "text", "text": "b"}]}))
+        .await;
+    r.answer(&up[0], json!({"content": [{"type": "text", "text": "a"}]}))
+        .await;
     r.sync().await;
     let got_a = a.pending();
     assert_eq!(got_a[0]["params"]["progressToken"], "tok");
@@ -296,8 +392,18 @@ async fn ping_and_discover_are_answered_locally() {
     let mut r = rig().await;
     let mut c = r.client(json!({})).await;
     assert_eq!(c.call("ping", json!({})).await["result"], json!({}));
-    assert_eq!(c.call("server/discover", json!({})).await["error"]["code"], -32601);
-    assert_eq!(c.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}})).await["error"]["code"], -32600);
+    assert_eq!(
+        c.call("server/discover", json!({})).await["error"]["code"],
+        -32601
+    );
+    assert_eq!(
+        c.call(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}})
+        )
+        .await["error"]["code"],
+        -32600
+    );
     assert!(r.upstream_msgs().await.is_empty());
 }
 
@@ -308,36 +414,69 @@ async fn upstream_death_fails_pending_requests_at_once() {
     c.send("tools/call", json!({"name": "slow"})).await;
     assert_eq!(r.upstream_msgs().await.len(), 1);
     r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Down { reason: "exited".into(), retrying: true })
+        .upstream_event(
+            UpstreamId(0),
+            UpstreamEvent::Down {
+                reason: "exited".into(),
+                retrying: true,
+            },
+        )
         .await
         .unwrap();
     let v = c.next().await;
     assert_eq!(v["error"]["code"], -32000);
     assert!(v["error"]["message"].as_str().unwrap().contains("exited"));
     // While it is down, new requests fail fast too.
-    assert_eq!(c.call("tools/call", json!({"name": "x"})).await["error"]["code"], -32000);
+    assert_eq!(
+        c.call("tools/call", json!({"name": "x"})).await["error"]["code"],
+        -32000
+    );
 }
 
 #[tokio::test]
 async fn upstream_restart_resubscribes_and_tells_holders() {
     let mut r = rig().await;
     let mut c = r.client(json!({})).await;
-    c.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     c.next().await;
-    r.hub.upstream_event(UpstreamId(0), UpstreamEvent::Down { reason: "crash".into(), retrying: true }).await.unwrap();
-    let info = InitInfo { capabilities: json!({"resources": {"subscribe": true}}), ..InitInfo::default() };
-    r.hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info)).await.unwrap();
+    r.hub
+        .upstream_event(
+            UpstreamId(0),
+            UpstreamEvent::Down {
+                reason: "crash".into(),
+                retrying: true,
+            },
+        )
+        .await
+        .unwrap();
+    let info = InitInfo {
+        capabilities: json!({"resources": {"subscribe": true}}),
+        ..InitInfo::default()
+    };
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), vec!["resources/subscribe"]);
     let got = c.pending();
-    assert!(got.iter().any(|m| m["method"] == "notifications/resources/updated" && m["params"]["uri"] == "test://a"), "{got:?}");
+    assert!(
+        got.iter()
+            .any(|m| m["method"] == "notifications/resources/updated"
+                && m["params"]["uri"] == "test://a"),
+        "{got:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn timed_out_request_errors_and_cancels_upstream() {
-    let s = HubSettings { request_timeout: Duration::from_millis(500), ..settings() };
+    let s = HubSettings {
+        request_timeout: Duration::from_millis(500),
+        ..settings()
+    };
     let mut r = rig_with(s, json!({"tools": {}})).await;
     let mut c = r.client(json!({})).await;
     c.send("tools/call", json!({"name": "hang"})).await;
@@ -347,7 +486,10 @@ async fn timed_out_request_errors_and_cancels_upstream() {
     let up2 = r.upstream_msgs().await;
     assert_eq!(methods_of(&up2), vec!["notifications/cancelled"]);
     let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
-    assert_eq!(params["requestId"].to_string(), up[0].id().unwrap().as_json());
+    assert_eq!(
+        params["requestId"].to_string(),
+        up[0].id().unwrap().as_json()
+    );
     // A late answer is dropped.
     r.answer(&up[0], json!({})).await;
     r.sync().await;
@@ -360,11 +502,17 @@ async fn client_cancel_is_forwarded_with_the_upstream_id() {
     let mut c = r.client(json!({})).await;
     let id = c.send("tools/call", json!({"name": "slow"})).await;
     let up = r.upstream_msgs().await;
-    let cancel = Message::notification("notifications/cancelled", Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})));
+    let cancel = Message::notification(
+        "notifications/cancelled",
+        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
+    );
     c.hub.client_message(c.id, cancel).await.unwrap();
     let up2 = r.upstream_msgs().await;
     let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
-    assert_eq!(params["requestId"].to_string(), up[0].id().unwrap().as_json());
+    assert_eq!(
+        params["requestId"].to_string(),
+        up[0].id().unwrap().as_json()
+    );
     assert_eq!(r.hub.stats().await.unwrap().pending_requests, 0);
 }
 
@@ -375,7 +523,11 @@ async fn server_request_goes_to_the_only_waiting_client_and_back() {
     let _b = r.client(json!({})).await;
     a.send("tools/call", json!({"name": "sample"})).await;
     let _ = r.upstream_msgs().await;
-    let req = Message::request(&RawId::parse("\"s1\"").unwrap(), "sampling/createMessage", Some(&json!({"messages": []})));
+    let req = Message::request(
+        &RawId::parse("\"s1\"").unwrap(),
+        "sampling/createMessage",
+        Some(&json!({"messages": []})),
+    );
     r.inject(req).await;
     let got = a.next().await;
     assert_eq!(got["method"], "sampling/createMessage");
@@ -391,7 +543,8 @@ async fn server_request_goes_to_the_only_waiting_client_and_back() {
 async fn unroutable_server_request_is_refused_with_a_reason() {
     let mut r = rig().await;
     let _a = r.client(json!({})).await;
-    r.inject(Message::request(&RawId::from_u64(9), "roots/list", None)).await;
+    r.inject(Message::request(&RawId::from_u64(9), "roots/list", None))
+        .await;
     let up = r.upstream_msgs().await;
     assert!(up[0].is_error());
     assert!(up[0].error().unwrap().get().contains("no client"));
@@ -404,27 +557,51 @@ async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
     // A slow client with a tiny queue that never drains.
     let slow_box = Outbox::new(2);
     let slow_id = r.hub.open_client(slow_box.clone()).await.unwrap();
-    let init = Message::request(&RawId::from_u64(1), "initialize", Some(&json!({"protocolVersion": "2025-06-18", "capabilities": {}})));
+    let init = Message::request(
+        &RawId::from_u64(1),
+        "initialize",
+        Some(&json!({"protocolVersion": "2025-06-18", "capabilities": {}})),
+    );
     r.hub.client_message(slow_id, init).await.unwrap();
-    fast.send("resources/subscribe", json!({"uri": "test://a"})).await;
+    fast.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     fast.next().await;
-    let sub = Message::request(&RawId::from_u64(2), "resources/subscribe", Some(&json!({"uri": "test://a"})));
+    let sub = Message::request(
+        &RawId::from_u64(2),
+        "resources/subscribe",
+        Some(&json!({"uri": "test://a"})),
+    );
     r.hub.client_message(slow_id, sub).await.unwrap();
     for i in 0..100 {
-        r.inject(Message::notification("notifications/resources/updated", Some(&json!({"uri": "test://a", "_meta": {"n": i}})))).await;
+        r.inject(Message::notification(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "test://a", "_meta": {"n": i}})),
+        ))
+        .await;
         r.sync().await;
         let got = fast.pending();
         assert_eq!(got.len(), 1, "the fast client gets every update");
         assert_eq!(got[0]["params"]["_meta"]["n"], i);
     }
-    assert!(slow_box.len() <= 3, "the slow client's queue stays bounded: {}", slow_box.len());
-    assert_eq!(r.hub.stats().await.unwrap().clients, 2, "coalescing, not disconnecting");
+    assert!(
+        slow_box.len() <= 3,
+        "the slow client's queue stays bounded: {}",
+        slow_box.len()
+    );
+    assert_eq!(
+        r.hub.stats().await.unwrap().clients,
+        2,
+        "coalescing, not disconnecting"
+    );
     // When it finally reads, it learns of the newest change.
     let mut out = vec![];
     slow_box.drain(&mut out).unwrap();
     let last: Value = serde_json::from_slice(&out.last().unwrap().bytes).unwrap();
     assert_eq!(last["params"]["_meta"]["n"], 99);
-    assert_eq!(out.last().unwrap().kind, OutKind::Coalescible(format!("u0 test://a").into()));
+    assert_eq!(
+        out.last().unwrap().kind,
+        OutKind::Coalescible("u0 test://a".into())
+    );
 }

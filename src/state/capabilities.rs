@@ -17,8 +17,7 @@ pub struct UpstreamOffer<'a> {
 impl UpstreamOffer<'_> {
     /// The upstream will get `resources/subscribe` from mcpmux.
     pub fn subscribable(&self) -> bool {
-        self.force_subscribe
-            || self.capabilities["resources"]["subscribe"].as_bool() == Some(true)
+        self.force_subscribe || self.capabilities["resources"]["subscribe"].as_bool() == Some(true)
     }
 }
 
@@ -95,12 +94,21 @@ mod tests {
     fn merge_declares_subscribe_only_when_an_upstream_has_it() {
         let a = json!({"tools": {"listChanged": true}, "resources": {"listChanged": true}});
         let b = json!({"resources": {"subscribe": true}, "logging": {}});
-        let only_a = merged_capabilities([UpstreamOffer { capabilities: &a, force_subscribe: false }]);
+        let only_a = merged_capabilities([UpstreamOffer {
+            capabilities: &a,
+            force_subscribe: false,
+        }]);
         assert!(!declares_subscribe(&only_a));
         assert_eq!(only_a["tools"]["listChanged"], json!(true));
         let both = merged_capabilities([
-            UpstreamOffer { capabilities: &a, force_subscribe: false },
-            UpstreamOffer { capabilities: &b, force_subscribe: false },
+            UpstreamOffer {
+                capabilities: &a,
+                force_subscribe: false,
+            },
+            UpstreamOffer {
+                capabilities: &b,
+                force_subscribe: false,
+            },
         ]);
         assert!(declares_subscribe(&both));
         assert_eq!(both["resources"]["listChanged"], json!(true));
@@ -111,7 +119,10 @@ mod tests {
     #[test]
     fn force_subscribe_declares_it() {
         let a = json!({"resources": {}});
-        let m = merged_capabilities([UpstreamOffer { capabilities: &a, force_subscribe: true }]);
+        let m = merged_capabilities([UpstreamOffer {
+            capabilities: &a,
+            force_subscribe: true,
+        }]);
         assert!(declares_subscribe(&m));
     }
 
@@ -134,7 +145,11 @@ mod tests {
 
     #[test]
     fn nothing_negotiates_when_the_proxy_did_not_declare() {
-        let r = subscribe_refusal(false, &json!({"resources": {"subscribe": true}}), ClientCapabilityPolicy::Offered);
+        let r = subscribe_refusal(
+            false,
+            &json!({"resources": {"subscribe": true}}),
+            ClientCapabilityPolicy::Offered,
+        );
         assert!(r.unwrap().contains("force_subscribe"));
     }
 }

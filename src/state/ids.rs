@@ -52,7 +52,7 @@ pub struct IdAlloc {
 }
 
 impl IdAlloc {
-    pub fn next(&mut self) -> u64 {
+    pub fn allocate(&mut self) -> u64 {
         self.next += 1;
         self.next
     }

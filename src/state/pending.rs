@@ -70,17 +70,29 @@ pub enum RegisterError {
 
 impl PendingTable {
     /// Registers an upstream-bound request and returns its proxy id.
-    pub fn register(&mut self, upstream: UpstreamId, origin: Origin) -> Result<ProxyId, RegisterError> {
+    pub fn register(
+        &mut self,
+        upstream: UpstreamId,
+        origin: Origin,
+    ) -> Result<ProxyId, RegisterError> {
         if let Origin::Client { client, id, .. } = &origin {
-            if self.by_client.get(client).is_some_and(|m| m.contains_key(id)) {
+            if self
+                .by_client
+                .get(client)
+                .is_some_and(|m| m.contains_key(id))
+            {
                 return Err(RegisterError::DuplicateId);
             }
         }
-        let pid = ProxyId(self.ids.next());
+        let pid = ProxyId(self.ids.allocate());
         if let Origin::Client { client, id, .. } = &origin {
-            self.by_client.entry(*client).or_default().insert(id.clone(), pid);
+            self.by_client
+                .entry(*client)
+                .or_default()
+                .insert(id.clone(), pid);
         }
-        self.upstream_bound.insert(pid, UpstreamBound { upstream, origin });
+        self.upstream_bound
+            .insert(pid, UpstreamBound { upstream, origin });
         Ok(pid)
     }
 
@@ -162,7 +174,7 @@ impl PendingTable {
 
     /// Registers a server→client request and returns the id the client will see.
     pub fn register_client_bound(&mut self, entry: ClientBound) -> ProxyId {
-        let pid = ProxyId(self.ids.next());
+        let pid = ProxyId(self.ids.allocate());
         self.client_bound.insert(pid, entry);
         pid
     }
@@ -222,7 +234,9 @@ impl PendingTable {
             for (id, pid) in ids {
                 n += 1;
                 match &self.upstream_bound[pid].origin {
-                    Origin::Client { client: c, id: i, .. } => assert!(c == client && i == id),
+                    Origin::Client {
+                        client: c, id: i, ..
+                    } => assert!(c == client && i == id),
                     o => panic!("by_client points at {o:?}"),
                 }
             }
@@ -253,7 +267,10 @@ mod tests {
     fn register_and_complete_maps_back() {
         let mut t = PendingTable::default();
         let p = t.register(UpstreamId(0), client_origin(1, 7)).unwrap();
-        assert_eq!(t.find_client_request(ClientId(1), &RawId::from_u64(7)), Some(p));
+        assert_eq!(
+            t.find_client_request(ClientId(1), &RawId::from_u64(7)),
+            Some(p)
+        );
         assert_eq!(t.client_count(ClientId(1)), 1);
         let e = t.complete(p).unwrap();
         assert_eq!(e.origin, client_origin(1, 7));
@@ -267,7 +284,10 @@ mod tests {
     fn duplicate_client_id_in_flight_is_refused() {
         let mut t = PendingTable::default();
         t.register(UpstreamId(0), client_origin(1, 7)).unwrap();
-        assert_eq!(t.register(UpstreamId(0), client_origin(1, 7)), Err(RegisterError::DuplicateId));
+        assert_eq!(
+            t.register(UpstreamId(0), client_origin(1, 7)),
+            Err(RegisterError::DuplicateId)
+        );
         // The same id from another client is fine.
         t.register(UpstreamId(0), client_origin(2, 7)).unwrap();
         t.check_invariants();
@@ -279,7 +299,11 @@ mod tests {
         t.register(UpstreamId(0), client_origin(1, 1)).unwrap();
         t.register(UpstreamId(1), client_origin(1, 2)).unwrap();
         t.register(UpstreamId(0), client_origin(2, 1)).unwrap();
-        t.register(UpstreamId(0), Origin::Subscribe(SubKey::new(UpstreamId(0), "a://x"))).unwrap();
+        t.register(
+            UpstreamId(0),
+            Origin::Subscribe(SubKey::new(UpstreamId(0), "a://x")),
+        )
+        .unwrap();
         assert_eq!(t.drop_client(ClientId(1)).len(), 2);
         t.check_invariants();
         assert_eq!(t.drop_upstream(UpstreamId(0)).len(), 2);
@@ -296,7 +320,10 @@ mod tests {
             client: ClientId(3),
         };
         let p = t.register_client_bound(e.clone());
-        assert_eq!(t.find_client_bound(UpstreamId(0), &RawId::from_u64(5)), Some(p));
+        assert_eq!(
+            t.find_client_bound(UpstreamId(0), &RawId::from_u64(5)),
+            Some(p)
+        );
         assert_eq!(t.complete_client_bound(p), Some(e));
         assert!(t.is_empty());
     }

@@ -92,7 +92,13 @@ pub fn spawn_upstream(
                 let reason = format!("Streamable HTTP upstreams ({url}) are not supported yet");
                 tracing::error!(upstream = %config.name, "{reason}");
                 let _ = hub2
-                    .upstream_event(id, UpstreamEvent::Down { reason, retrying: false })
+                    .upstream_event(
+                        id,
+                        UpstreamEvent::Down {
+                            reason,
+                            retrying: false,
+                        },
+                    )
                     .await;
                 drop(rx);
             });

@@ -88,7 +88,13 @@ impl StdioUpstream {
     }
 
     fn command(&self) -> Result<Command, String> {
-        let UpstreamTransport::Stdio { command, args, env, cwd } = self.config.transport() else {
+        let UpstreamTransport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = self.config.transport()
+        else {
             return Err("not a stdio server".into());
         };
         let mut cmd = Command::new(&command);
@@ -106,7 +112,10 @@ impl StdioUpstream {
 
     async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
         let name = &self.config.name;
-        let mut child = match self.command().and_then(|mut c| c.spawn().map_err(|e| e.to_string())) {
+        let mut child = match self
+            .command()
+            .and_then(|mut c| c.spawn().map_err(|e| e.to_string()))
+        {
             Ok(c) => c,
             Err(e) => {
                 let cmd = self.config.command.as_deref().unwrap_or_default();
@@ -128,7 +137,8 @@ impl StdioUpstream {
         let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
 
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
-        let handshake = tokio::time::timeout(init_timeout, self.handshake(&mut writer, &mut reader));
+        let handshake =
+            tokio::time::timeout(init_timeout, self.handshake(&mut writer, &mut reader));
         let info = tokio::select! {
             r = handshake => match r {
                 Ok(Ok(info)) => info,
@@ -141,7 +151,12 @@ impl StdioUpstream {
             status = child.wait() => return SessionEnd::Died(exit_text(status)),
             _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
         };
-        if self.hub.upstream_event(self.id, UpstreamEvent::Ready(info)).await.is_err() {
+        if self
+            .hub
+            .upstream_event(self.id, UpstreamEvent::Ready(info))
+            .await
+            .is_err()
+        {
             return self.stop(child, writer, SessionEnd::Shutdown).await;
         }
 
@@ -159,7 +174,12 @@ impl StdioUpstream {
                     match reader.next().await {
                         Some(Ok(Frame::Line(line))) => {
                             if let Some(msg) = parse_line(name, &line) {
-                                if self.hub.upstream_event(self.id, UpstreamEvent::Message(msg)).await.is_err() {
+                                if self
+                                    .hub
+                                    .upstream_event(self.id, UpstreamEvent::Message(msg))
+                                    .await
+                                    .is_err()
+                                {
                                     return "mcpmux is shutting down".to_owned();
                                 }
                             }
@@ -207,7 +227,10 @@ impl StdioUpstream {
             "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
         });
         let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
-        writer.send(req.to_bytes()).await.map_err(|e| format!("writing initialize failed: {e}"))?;
+        writer
+            .send(req.to_bytes())
+            .await
+            .map_err(|e| format!("writing initialize failed: {e}"))?;
         loop {
             let line = match reader.next().await {
                 Some(Ok(Frame::Line(l))) => l,
@@ -215,7 +238,9 @@ impl StdioUpstream {
                 Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
                 None => return Err("the server closed its stdout during initialize".into()),
             };
-            let Some(msg) = parse_line(&self.config.name, &line) else { continue };
+            let Some(msg) = parse_line(&self.config.name, &line) else {
+                continue;
+            };
             match msg.kind() {
                 Kind::Response if msg.id() == Some(&init_id) => {
                     if let Some(err) = msg.error() {
@@ -226,26 +251,42 @@ impl StdioUpstream {
                         .and_then(|r| serde_json::from_str(r.get()).ok())
                         .unwrap_or_default();
                     let info = InitInfo {
-                        protocol_version: result["protocolVersion"].as_str().unwrap_or_default().to_owned(),
+                        protocol_version: result["protocolVersion"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_owned(),
                         capabilities: result["capabilities"].clone(),
                         server_info: result["serverInfo"].clone(),
                         instructions: result["instructions"].as_str().map(str::to_owned),
                     };
                     let note = Message::notification(methods::INITIALIZED, None);
-                    writer.send(note.to_bytes()).await.map_err(|e| format!("writing initialized failed: {e}"))?;
+                    writer
+                        .send(note.to_bytes())
+                        .await
+                        .map_err(|e| format!("writing initialized failed: {e}"))?;
                     return Ok(info);
                 }
                 Kind::Request if msg.method() == Some(methods::PING) => {
                     let pong = Message::response(msg.id().expect("requests have ids"), &json!({}));
-                    writer.send(pong.to_bytes()).await.map_err(|e| e.to_string())?;
+                    writer
+                        .send(pong.to_bytes())
+                        .await
+                        .map_err(|e| e.to_string())?;
                 }
-                _ => tracing::debug!(upstream = %self.config.name, line, "message before initialize ignored"),
+                _ => {
+                    tracing::debug!(upstream = %self.config.name, line, "message before initialize ignored")
+                }
             }
         }
     }
 
     /// Stops the child: close stdin, wait up to [`STOP_GRACE`], then kill and reap.
-    async fn stop(&self, mut child: Child, writer: FramedWrite<ChildStdin, JsonLines>, end: SessionEnd) -> SessionEnd {
+    async fn stop(
+        &self,
+        mut child: Child,
+        writer: FramedWrite<ChildStdin, JsonLines>,
+        end: SessionEnd,
+    ) -> SessionEnd {
         drop(writer);
         match tokio::time::timeout(STOP_GRACE, child.wait()).await {
             Ok(_) => {}

@@ -13,7 +13,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use crate::downstream::outbox::{OutKind, Outbound, Outbox};
 use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::{code, Incoming, Message, ParseError};
+use crate::protocol::{code, Incoming, Message, ParseError, RawId};
 
 /// Serves one client until its input ends or the hub closes its outbox.
 ///
@@ -55,18 +55,18 @@ where
                 continue;
             }
             let items = match Incoming::parse(line.as_bytes()) {
-                Ok(Incoming::Single(m)) => vec![m],
-                Ok(Incoming::Batch(ms)) => ms,
-                Err(e) => vec![Err(e)],
+                Ok(Incoming::Single(m)) => vec![(m, line.as_bytes())],
+                Ok(Incoming::Batch(ms)) => ms.into_iter().map(|m| (m, &b""[..])).collect(),
+                Err(e) => vec![(Err(e), line.as_bytes())],
             };
-            for item in items {
+            for (item, raw) in items {
                 match item {
                     Ok(msg) => {
                         if hub.client_message(client, msg).await.is_err() {
                             return;
                         }
                     }
-                    Err(e) => reject_parse(&outbox, &e),
+                    Err(e) => reject_parse(&outbox, Message::salvage_id(raw), &e),
                 }
             }
         }
@@ -108,12 +108,16 @@ where
     Ok(())
 }
 
-fn reject_parse(outbox: &Outbox, e: &ParseError) {
-    reject(outbox, e.code(), &e.to_string());
+fn reject_parse(outbox: &Outbox, id: Option<RawId>, e: &ParseError) {
+    reject_with_id(outbox, id.as_ref(), e.code(), &e.to_string());
 }
 
 fn reject(outbox: &Outbox, code: i64, message: &str) {
-    let m = Message::error_response(None, code, message, None);
+    reject_with_id(outbox, None, code, message);
+}
+
+fn reject_with_id(outbox: &Outbox, id: Option<&RawId>, code: i64, message: &str) {
+    let m = Message::error_response(id, code, message, None);
     outbox.push(Outbound {
         bytes: m.to_bytes(),
         kind: OutKind::Response,

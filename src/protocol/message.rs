@@ -170,6 +170,14 @@ impl Message {
         Self::from_members(members)
     }
 
+    /// The id of a message that failed validation, when it can still be read, so the
+    /// error response can carry it (JSON-RPC: `id` is null only when unreadable).
+    pub fn salvage_id(bytes: &[u8]) -> Option<RawId> {
+        let members = serde_json::from_slice::<Members>(bytes).ok()?.0;
+        let (_, raw) = members.iter().find(|(k, _)| &**k == "id")?;
+        RawId::parse(raw.get())
+    }
+
     fn from_members(members: Vec<(Box<str>, Box<RawValue>)>) -> Result<Message, ParseError> {
         let get = |name: &str| {
             members
@@ -482,6 +490,14 @@ mod tests {
             _ => panic!("expected a batch"),
         }
         assert!(Incoming::parse(b"[]").is_err());
+    }
+
+    #[test]
+    fn salvages_the_id_of_an_invalid_message() {
+        let bad = br#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#;
+        assert!(Message::parse(bad).is_err());
+        assert_eq!(Message::salvage_id(bad), Some(RawId::from_u64(5)));
+        assert_eq!(Message::salvage_id(b"{oops"), None);
     }
 
     #[test]

@@ -1,0 +1,223 @@
+//! A minimal Streamable HTTP MCP client for tests, and a helper that starts
+//! `mcpmux serve` on `127.0.0.1:0` and reads its listening line.
+#![allow(dead_code)]
+
+use std::process::Stdio;
+
+use eventsource_stream::Eventsource;
+use futures_util::StreamExt;
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
+
+use super::{mcpmux_bin, temp_config, EVENT_TIMEOUT};
+
+/// A running `mcpmux serve`; killed on drop.
+pub struct Daemon {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Daemon {
+    /// Starts `mcpmux serve` on the given config (whose `[listen] http` should use port 0).
+    pub async fn start(config_toml: &str) -> Daemon {
+        let cfg = temp_config(config_toml);
+        let mut child = Command::new(mcpmux_bin())
+            .args(["serve", "--config", cfg.to_str().unwrap()])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mcpmux serve");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(EVENT_TIMEOUT, lines.next_line())
+            .await
+            .expect("mcpmux did not start listening")
+            .unwrap()
+            .expect("mcpmux exited before listening");
+        let url = line
+            .strip_prefix("mcpmux listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_owned();
+        Daemon { child, url }
+    }
+
+    pub fn origin(&self) -> String {
+        self.url.trim_end_matches("/mcp").to_owned()
+    }
+}
+
+/// One MCP client session over Streamable HTTP.
+pub struct HttpClient {
+    pub http: reqwest::Client,
+    pub url: String,
+    pub session: String,
+    pub version: String,
+    next_id: u64,
+    events: mpsc::UnboundedReceiver<Value>,
+    get_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl HttpClient {
+    /// Initializes a session with `capabilities` and opens its GET stream.
+    pub async fn connect(url: &str, capabilities: Value) -> HttpClient {
+        let http = reqwest::Client::new();
+        let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": capabilities,
+            "clientInfo": {"name": "test", "version": "0"}}});
+        let resp = post(&http, url, None, &init).await;
+        assert!(resp.status().is_success(), "initialize: HTTP {}", resp.status());
+        let session = resp
+            .headers()
+            .get("mcp-session-id")
+            .expect("a session id")
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let body = read_body(resp).await;
+        let version = body[0]["result"]["protocolVersion"].as_str().unwrap().to_owned();
+        let (tx, events) = mpsc::unbounded_channel();
+        let mut c = HttpClient {
+            http,
+            url: url.to_owned(),
+            session,
+            version,
+            next_id: 0,
+            events,
+            get_task: None,
+        };
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(c.post(&note).await.status(), 202);
+        c.open_get(tx).await;
+        c
+    }
+
+    async fn open_get(&mut self, tx: mpsc::UnboundedSender<Value>) {
+        let resp = self
+            .http
+            .get(&self.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", &self.version)
+            .send()
+            .await
+            .unwrap();
+        assert!(resp.status().is_success(), "GET stream: HTTP {}", resp.status());
+        self.get_task = Some(tokio::spawn(async move {
+            let mut events = resp.bytes_stream().eventsource();
+            while let Some(Ok(ev)) = events.next().await {
+                if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        }));
+    }
+
+    pub async fn post(&self, body: &Value) -> reqwest::Response {
+        self.http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &self.session)
+            .header("mcp-protocol-version", &self.version)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap()
+    }
+
+    pub async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let req = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        let resp = self.post(&req).await;
+        let msgs = read_body(resp).await;
+        msgs.into_iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no response to {method}"))
+    }
+
+    /// Calls a tool; returns `structuredContent` (or the whole result).
+    pub async fn tool(&mut self, name: &str, args: Value) -> Value {
+        let r = self.call("tools/call", json!({"name": name, "arguments": args})).await;
+        let result = r.get("result").unwrap_or_else(|| panic!("tool {name} failed: {r}"));
+        result.get("structuredContent").cloned().unwrap_or_else(|| result.clone())
+    }
+
+    /// The next message on the GET stream.
+    pub async fn next_event(&mut self) -> Value {
+        tokio::time::timeout(EVENT_TIMEOUT, self.events.recv())
+            .await
+            .expect("timed out waiting for an event")
+            .expect("GET stream ended")
+    }
+
+    /// Messages already received on the GET stream, without waiting.
+    pub fn received(&mut self) -> Vec<Value> {
+        let mut out = vec![];
+        while let Ok(v) = self.events.try_recv() {
+            out.push(v);
+        }
+        out
+    }
+
+    pub async fn delete(mut self) -> reqwest::StatusCode {
+        if let Some(t) = self.get_task.take() {
+            t.abort();
+        }
+        self.http
+            .delete(&self.url)
+            .header("mcp-session-id", &self.session)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+}
+
+impl Drop for HttpClient {
+    fn drop(&mut self) {
+        if let Some(t) = self.get_task.take() {
+            t.abort();
+        }
+    }
+}
+
+pub async fn post(http: &reqwest::Client, url: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut req = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json");
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s);
+    }
+    req.body(body.to_string()).send().await.unwrap()
+}
+
+/// Reads a JSON or SSE response body as a list of messages.
+pub async fn read_body(resp: reqwest::Response) -> Vec<Value> {
+    let sse = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    if sse {
+        let mut out = vec![];
+        let mut events = resp.bytes_stream().eventsource();
+        while let Some(Ok(ev)) = events.next().await {
+            if let Ok(v) = serde_json::from_str::<Value>(&ev.data) {
+                out.push(v);
+            }
+        }
+        out
+    } else {
+        let text = resp.text().await.unwrap();
+        match serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("{e}: {text}")) {
+            Value::Array(items) => items,
+            v => vec![v],
+        }
+    }
+}

@@ -1,0 +1,467 @@
+//! The server state and the MCP method handlers (everything except the tools).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+
+use serde_json::{json, Map, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use crate::recorder::{Recorder, PARSE_ERROR};
+use crate::{base64, Config, Out};
+
+pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub const LATEST_VERSION: &str = SUPPORTED_VERSIONS[0];
+
+const STATIC_PREFIX: &str = "test://static/";
+const DYNAMIC_PREFIX: &str = "test://dynamic/";
+const CURSOR_PREFIX: &str = "scripted-offset-";
+
+/// Whether the reader loop keeps going after a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    Continue,
+    /// An `exit` tool call: the writer exits the process; stop reading.
+    Exit,
+}
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    pub fn invalid_params(message: impl Into<String>) -> Self {
+        RpcError::new(-32602, message)
+    }
+
+    fn to_json(&self) -> Value {
+        let mut e = json!({"code": self.code, "message": self.message});
+        if let Some(data) = &self.data {
+            e["data"] = data.clone();
+        }
+        e
+    }
+}
+
+pub type Reply = Result<Value, RpcError>;
+
+/// The sending half of the stdout queue, with JSON-RPC helpers.
+pub struct Outbox(UnboundedSender<Out>);
+
+impl Outbox {
+    pub fn send(&self, msg: &Value) {
+        // A closed channel means the writer died (stdout gone); nothing left to do.
+        let _ = self.0.send(Out::Line(msg.to_string()));
+    }
+
+    pub fn notify(&self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    pub fn request(&self, id: &str, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+    }
+
+    pub fn reply(&self, id: Value, reply: Reply) {
+        match reply {
+            Ok(result) => self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
+            Err(e) => self.send(&json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()})),
+        }
+    }
+
+    pub fn exit(&self, code: i32) {
+        if self.0.send(Out::Exit(code)).is_err() {
+            // The writer is gone (stdout closed): nothing to flush.
+            std::process::exit(code);
+        }
+    }
+}
+
+/// A `resources/read` parked by `hold_reads`, with the reply computed at arrival.
+pub struct HeldRead {
+    pub uri: String,
+    pub id: Value,
+    pub reply: Reply,
+}
+
+pub struct Server {
+    pub config: Config,
+    pub out: Outbox,
+    pub recorder: Recorder,
+    pub subscribed: BTreeSet<String>,
+    /// Updates emitted per URI; absent means 0.
+    pub versions: BTreeMap<String, u64>,
+    pub holds: HashSet<String>,
+    pub held: Vec<HeldRead>,
+    pub faults: HashMap<String, RpcError>,
+    /// Ids of `hang` calls that were never answered.
+    pub hung: Vec<Value>,
+    /// Outstanding `sampling/createMessage` id → the `sample` tool call's id.
+    pub sampling: BTreeMap<String, Value>,
+    pub next_sample: u64,
+}
+
+impl Server {
+    pub fn new(config: Config, tx: UnboundedSender<Out>) -> Self {
+        let recorder = Recorder::new(config.log_path.as_deref());
+        Server {
+            config,
+            out: Outbox(tx),
+            recorder,
+            subscribed: BTreeSet::new(),
+            versions: BTreeMap::new(),
+            holds: HashSet::new(),
+            held: Vec::new(),
+            faults: HashMap::new(),
+            hung: Vec::new(),
+            sampling: BTreeMap::new(),
+            next_sample: 1,
+        }
+    }
+
+    pub fn log_line(&mut self, line: &str) {
+        self.recorder.log_line(line);
+    }
+
+    /// Records and handles one received line.
+    pub async fn handle_line(&mut self, line: &str) -> Flow {
+        let msg: Value = match serde_json::from_str(line) {
+            Ok(v) => v,
+            Err(e) => {
+                self.recorder.count(PARSE_ERROR);
+                eprintln!("[scripted] parse error: {e}");
+                self.out
+                    .reply(Value::Null, Err(RpcError::new(-32700, "Parse error")));
+                return Flow::Continue;
+            }
+        };
+        self.recorder.record(&msg);
+        let Value::Object(obj) = msg else {
+            // Batches (2025-03-26 only) are not supported by this test server.
+            self.out
+                .reply(Value::Null, Err(RpcError::new(-32600, "Invalid Request")));
+            return Flow::Continue;
+        };
+        let params = obj.get("params").cloned().unwrap_or_else(|| json!({}));
+        match (obj.get("method").and_then(Value::as_str), obj.get("id")) {
+            (Some(method), Some(id)) => self.handle_request(id.clone(), method, params).await,
+            (Some(method), None) => {
+                self.handle_notification(method, &params);
+                Flow::Continue
+            }
+            (None, Some(id)) if obj.contains_key("result") || obj.contains_key("error") => {
+                self.handle_response(id, &obj);
+                Flow::Continue
+            }
+            (None, id) => {
+                let id = id.cloned().unwrap_or(Value::Null);
+                self.out
+                    .reply(id, Err(RpcError::new(-32600, "Invalid Request")));
+                Flow::Continue
+            }
+        }
+    }
+
+    async fn handle_request(&mut self, id: Value, method: &str, params: Value) -> Flow {
+        let reply = match method {
+            "initialize" => Some(Ok(self.initialize(&params))),
+            "ping" | "logging/setLevel" => Some(Ok(json!({}))),
+            "completion/complete" => Some(Ok(complete(&params))),
+            "resources/list" => Some(self.list_resources(&params)),
+            "resources/templates/list" => Some(Ok(json!({"resourceTemplates": [{
+                "uriTemplate": format!("{DYNAMIC_PREFIX}{{id}}"),
+                "name": "dynamic",
+                "description": "Any id exists; text, or blob when the id contains \"blob\"",
+                "mimeType": "text/plain",
+            }]}))),
+            "resources/read" => self.read_resource(id.clone(), &params),
+            "resources/subscribe" => Some(str_param(&params, "uri").map(|uri| {
+                self.subscribed.insert(uri.to_owned());
+                json!({})
+            })),
+            "resources/unsubscribe" => Some(str_param(&params, "uri").map(|uri| {
+                self.subscribed.remove(uri);
+                json!({})
+            })),
+            "prompts/list" => Some(Ok(json!({"prompts": [{
+                "name": "greet",
+                "description": "Greets someone",
+                "arguments": [{"name": "name", "description": "Who to greet", "required": true}],
+            }]}))),
+            "prompts/get" => Some(get_prompt(&params)),
+            "tools/list" => Some(Ok(json!({"tools": crate::tools::definitions()}))),
+            "tools/call" => return self.call_tool(id, &params).await,
+            _ => Some(Err(RpcError::new(
+                -32601,
+                format!("Method not found: {method}"),
+            ))),
+        };
+        if let Some(reply) = reply {
+            self.out.reply(id, reply);
+        }
+        Flow::Continue
+    }
+
+    fn handle_notification(&mut self, method: &str, params: &Value) {
+        if method == "notifications/cancelled" {
+            if let Some(request_id) = params.get("requestId") {
+                self.cancel(request_id);
+            }
+        }
+    }
+
+    /// Drops a parked request; cancelling a `sample` call also cancels its
+    /// `sampling/createMessage` towards the client.
+    fn cancel(&mut self, request_id: &Value) {
+        self.held.retain(|h| h.id != *request_id);
+        self.hung.retain(|id| id != request_id);
+        let sample = self
+            .sampling
+            .iter()
+            .find(|(_, call_id)| *call_id == request_id)
+            .map(|(sample_id, _)| sample_id.clone());
+        if let Some(sample_id) = sample {
+            self.sampling.remove(&sample_id);
+            self.out.notify(
+                "notifications/cancelled",
+                json!({"requestId": sample_id, "reason": "sample tool call cancelled"}),
+            );
+        }
+    }
+
+    /// A response from the client: completes a pending `sample` tool call.
+    fn handle_response(&mut self, id: &Value, obj: &Map<String, Value>) {
+        let Some(call_id) = id.as_str().and_then(|s| self.sampling.remove(s)) else {
+            eprintln!("[scripted] ignoring response to unknown request {id}");
+            return;
+        };
+        let result = match (obj.get("result"), obj.get("error")) {
+            (Some(result), _) => {
+                let mut r = json!({"content": [{"type": "text", "text": result.to_string()}]});
+                if result.is_object() {
+                    r["structuredContent"] = result.clone();
+                }
+                r
+            }
+            (None, error) => json!({
+                "content": [{"type": "text", "text": error.cloned().unwrap_or(Value::Null).to_string()}],
+                "isError": true,
+            }),
+        };
+        self.out.reply(call_id, Ok(result));
+    }
+
+    fn initialize(&self, params: &Value) -> Value {
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        let version = requested
+            .filter(|v| SUPPORTED_VERSIONS.contains(v))
+            .unwrap_or(LATEST_VERSION);
+        let resources = if self.config.no_subscribe {
+            json!({"listChanged": true})
+        } else {
+            json!({"subscribe": true, "listChanged": true})
+        };
+        json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": {"listChanged": true},
+                "prompts": {"listChanged": true},
+                "resources": resources,
+                "logging": {},
+                "completions": {},
+            },
+            "serverInfo": {"name": self.config.name, "version": "1.0.0"},
+        })
+    }
+
+    fn list_resources(&self, params: &Value) -> Reply {
+        let start = match params.get("cursor") {
+            None | Some(Value::Null) => 0,
+            Some(cursor) => cursor
+                .as_str()
+                .and_then(|c| c.strip_prefix(CURSOR_PREFIX))
+                .and_then(|n| n.parse::<u64>().ok())
+                .filter(|&n| n < self.config.resources)
+                .ok_or_else(|| RpcError::invalid_params("Invalid cursor"))?,
+        };
+        let end = start
+            .saturating_add(self.config.page_size as u64)
+            .min(self.config.resources);
+        let resources: Vec<Value> = (start + 1..=end)
+            .map(|k| {
+                let mime = if k % 2 == 0 {
+                    "application/octet-stream"
+                } else {
+                    "text/plain"
+                };
+                json!({"uri": format!("{STATIC_PREFIX}{k}"), "name": format!("static-{k}"), "mimeType": mime})
+            })
+            .collect();
+        let mut result = json!({"resources": resources});
+        if end < self.config.resources {
+            result["nextCursor"] = json!(format!("{CURSOR_PREFIX}{end}"));
+        }
+        Ok(result)
+    }
+
+    /// `None` when the read is parked by `hold_reads`.
+    fn read_resource(&mut self, id: Value, params: &Value) -> Option<Reply> {
+        let uri = match str_param(params, "uri") {
+            Ok(uri) => uri.to_owned(),
+            Err(e) => return Some(Err(e)),
+        };
+        let reply = if let Some(fault) = self.faults.get(&uri) {
+            Err(fault.clone())
+        } else if let Some(contents) = self.contents(&uri) {
+            Ok(json!({"contents": [contents]}))
+        } else {
+            Err(RpcError {
+                code: -32002,
+                message: "Resource not found".to_owned(),
+                data: Some(json!({"uri": uri})),
+            })
+        };
+        if self.holds.contains(&uri) {
+            self.held.push(HeldRead { uri, id, reply });
+            None
+        } else {
+            Some(reply)
+        }
+    }
+
+    fn version(&self, uri: &str) -> u64 {
+        self.versions.get(uri).copied().unwrap_or(0)
+    }
+
+    /// The current contents of `uri`, or `None` if it does not exist.
+    pub fn contents(&self, uri: &str) -> Option<Value> {
+        let static_index = uri
+            .strip_prefix(STATIC_PREFIX)
+            .and_then(|k| k.parse::<u64>().ok())
+            .filter(|k| (1..=self.config.resources).contains(k));
+        let dynamic = uri
+            .strip_prefix(DYNAMIC_PREFIX)
+            .is_some_and(|rest| !rest.is_empty());
+        if static_index.is_none() && !dynamic {
+            return None;
+        }
+        let label = format!("{uri} v{}", self.version(uri));
+        if static_index.is_some_and(|k| k % 2 == 0) || uri.contains("blob") {
+            Some(json!({
+                "uri": uri,
+                "mimeType": "application/octet-stream",
+                "blob": base64::encode(&blob_bytes(&label)),
+            }))
+        } else {
+            Some(json!({"uri": uri, "mimeType": "text/plain", "text": label}))
+        }
+    }
+}
+
+/// Blob payload: every byte value `0..=255`, then `" <uri> v<version>"`.
+pub fn blob_bytes(label: &str) -> Vec<u8> {
+    let mut bytes: Vec<u8> = (0..=255u8).collect();
+    bytes.push(b' ');
+    bytes.extend_from_slice(label.as_bytes());
+    bytes
+}
+
+/// A required string field of `params`/`arguments`, or `-32602`.
+pub fn str_param<'a>(params: &'a Value, key: &str) -> Result<&'a str, RpcError> {
+    params
+        .get(key)
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params(format!("missing string argument `{key}`")))
+}
+
+fn get_prompt(params: &Value) -> Reply {
+    let name = str_param(params, "name")?;
+    if name != "greet" {
+        return Err(RpcError::invalid_params(format!("Unknown prompt: {name}")));
+    }
+    let who = str_param(params.get("arguments").unwrap_or(&Value::Null), "name")?;
+    Ok(json!({
+        "description": "Greets someone",
+        "messages": [{"role": "user", "content": {"type": "text", "text": format!("Hello, {who}!")}}],
+    }))
+}
+
+fn complete(params: &Value) -> Value {
+    let prefix = params
+        .pointer("/argument/value")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let candidates: &[&str] = match params.pointer("/ref/type").and_then(Value::as_str) {
+        Some("ref/prompt") => &["Alice", "Bob", "Carol"],
+        Some("ref/resource") => &["1", "2", "3", "blob-1"],
+        _ => &[],
+    };
+    let values: Vec<&str> = candidates
+        .iter()
+        .copied()
+        .filter(|c| c.starts_with(prefix))
+        .collect();
+    json!({"completion": {"values": values, "total": values.len(), "hasMore": false}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn server(resources: u64, page_size: usize) -> Server {
+        let config = Config {
+            name: "t".into(),
+            no_subscribe: false,
+            resources,
+            page_size,
+            log_path: None,
+            crash_on_start: false,
+        };
+        Server::new(config, tokio::sync::mpsc::unbounded_channel().0)
+    }
+
+    #[test]
+    fn pagination_covers_every_resource_once() {
+        let s = server(7, 3);
+        let mut cursor = Value::Null;
+        let mut uris = Vec::new();
+        loop {
+            let page = s.list_resources(&json!({"cursor": cursor})).unwrap();
+            for r in page["resources"].as_array().unwrap() {
+                uris.push(r["uri"].as_str().unwrap().to_owned());
+            }
+            match page.get("nextCursor") {
+                Some(next) => cursor = next.clone(),
+                None => break,
+            }
+        }
+        let expected: Vec<String> = (1..=7).map(|k| format!("test://static/{k}")).collect();
+        assert_eq!(uris, expected);
+        assert!(s.list_resources(&json!({"cursor": "bogus"})).is_err());
+    }
+
+    #[test]
+    fn contents_kinds() {
+        let s = server(4, 100);
+        assert_eq!(
+            s.contents("test://static/1").unwrap()["text"],
+            "test://static/1 v0"
+        );
+        assert!(s.contents("test://static/2").unwrap()["blob"].is_string());
+        assert!(s.contents("test://dynamic/blob-x").unwrap()["blob"].is_string());
+        assert!(s.contents("test://dynamic/x").unwrap()["text"].is_string());
+        assert!(s.contents("test://static/5").is_none());
+        assert!(s.contents("test://dynamic/").is_none());
+        assert!(s.contents("file:///x").is_none());
+    }
+}

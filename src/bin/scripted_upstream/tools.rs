@@ -1,0 +1,354 @@
+//! The control tools: `tools/list` definitions and `tools/call` handlers.
+
+use serde_json::{json, Value};
+
+use crate::server::{str_param, Flow, HeldRead, Reply, RpcError, Server};
+
+/// Updates emitted by `emit_updates` between yields to the writer task.
+const UPDATES_PER_YIELD: u64 = 256;
+
+fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> Value {
+    json!({
+        "name": name,
+        "description": description,
+        "inputSchema": {"type": "object", "properties": properties, "required": required},
+    })
+}
+
+/// Every tool, as listed by `tools/list`.
+pub fn definitions() -> Vec<Value> {
+    let uri = json!({"type": "string", "description": "Resource URI"});
+    let meta = json!({"type": "object", "description": "Sent as the notification's _meta"});
+    vec![
+        tool(
+            "echo",
+            "Returns its text",
+            json!({"text": {"type": "string"}}),
+            &["text"],
+        ),
+        tool(
+            "emit_update",
+            "Bumps the URI's version and sends notifications/resources/updated before the result",
+            json!({"uri": uri, "meta": meta}),
+            &["uri"],
+        ),
+        tool(
+            "emit_updates",
+            "Sends `count` notifications/resources/updated for the URI, then the result",
+            json!({"uri": uri, "count": {"type": "integer", "minimum": 0}, "meta": meta}),
+            &["uri", "count"],
+        ),
+        tool(
+            "emit_list_changed",
+            "Sends notifications/<kind>/list_changed",
+            json!({"kind": {"type": "string", "enum": ["tools", "prompts", "resources"]}}),
+            &["kind"],
+        ),
+        tool(
+            "stats",
+            "Counters of received messages, subscriptions and pending requests",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "hold_reads",
+            "Parks later resources/read of the URI until release_reads",
+            json!({"uri": uri}),
+            &["uri"],
+        ),
+        tool(
+            "release_reads",
+            "Answers the parked reads of the URI with the content as of their arrival",
+            json!({"uri": uri}),
+            &["uri"],
+        ),
+        tool(
+            "fail_reads",
+            "Makes resources/read of the URI answer a JSON-RPC error until clear_faults",
+            json!({
+                "uri": uri,
+                "code": {"type": "integer", "default": -32603},
+                "message": {"type": "string"},
+            }),
+            &["uri"],
+        ),
+        tool(
+            "clear_faults",
+            "Removes every fail_reads fault",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "hang",
+            "Never answers (until notifications/cancelled)",
+            json!({}),
+            &[],
+        ),
+        tool(
+            "exit",
+            "Flushes stdout and exits the process",
+            json!({"code": {"type": "integer", "default": 0}}),
+            &[],
+        ),
+        tool(
+            "progress",
+            "Sends `steps` notifications/progress when the call has a progressToken",
+            json!({"steps": {"type": "integer", "minimum": 0}}),
+            &["steps"],
+        ),
+        tool(
+            "sample",
+            "Sends sampling/createMessage to the client and returns its answer",
+            json!({"prompt": {"type": "string"}}),
+            &["prompt"],
+        ),
+        tool(
+            "log",
+            "Sends notifications/message",
+            json!({
+                "level": {"type": "string", "default": "info"},
+                "data": {"description": "Any JSON value"},
+            }),
+            &[],
+        ),
+    ]
+}
+
+fn text_result(text: impl Into<String>) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}]})
+}
+
+fn structured_result(value: Value) -> Value {
+    json!({"content": [{"type": "text", "text": value.to_string()}], "structuredContent": value})
+}
+
+fn u64_arg(args: &Value, key: &str) -> Result<Option<u64>, RpcError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+            RpcError::invalid_params(format!("`{key}` must be a non-negative integer"))
+        }),
+    }
+}
+
+fn i64_arg(args: &Value, key: &str) -> Result<Option<i64>, RpcError> {
+    match args.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_i64()
+            .map(Some)
+            .ok_or_else(|| RpcError::invalid_params(format!("`{key}` must be an integer"))),
+    }
+}
+
+/// What a tool handler did with the call.
+enum Outcome {
+    Reply(Reply),
+    /// Answered later (or never): the call id was stored in the state.
+    Parked,
+    Exit,
+}
+
+impl From<Reply> for Outcome {
+    fn from(reply: Reply) -> Self {
+        Outcome::Reply(reply)
+    }
+}
+
+impl Server {
+    pub async fn call_tool(&mut self, id: Value, params: &Value) -> Flow {
+        let outcome = match str_param(params, "name") {
+            Err(e) => Outcome::Reply(Err(e)),
+            Ok(name) => {
+                let args = params
+                    .get("arguments")
+                    .cloned()
+                    .unwrap_or_else(|| json!({}));
+                if args.is_object() {
+                    self.run_tool(&id, name, &args, params).await
+                } else {
+                    Outcome::Reply(Err(RpcError::invalid_params(
+                        "`arguments` must be an object",
+                    )))
+                }
+            }
+        };
+        match outcome {
+            Outcome::Reply(reply) => {
+                self.out.reply(id, reply);
+                Flow::Continue
+            }
+            Outcome::Parked => Flow::Continue,
+            Outcome::Exit => Flow::Exit,
+        }
+    }
+
+    async fn run_tool(&mut self, id: &Value, name: &str, args: &Value, params: &Value) -> Outcome {
+        match name {
+            "echo" => str_param(args, "text").map(text_result).into(),
+            "emit_update" => self.emit_updates(args, Some(1)).await.into(),
+            "emit_updates" => self.emit_updates(args, None).await.into(),
+            "emit_list_changed" => self.emit_list_changed(args).into(),
+            "stats" => Ok(structured_result(self.stats())).into(),
+            "hold_reads" => str_param(args, "uri")
+                .map(|uri| {
+                    self.holds.insert(uri.to_owned());
+                    text_result(format!("holding reads of {uri}"))
+                })
+                .into(),
+            "release_reads" => self.release_reads(args).into(),
+            "fail_reads" => self.fail_reads(args).into(),
+            "clear_faults" => {
+                let n = self.faults.len();
+                self.faults.clear();
+                Ok(text_result(format!("cleared {n} faults"))).into()
+            }
+            "hang" => {
+                self.hung.push(id.clone());
+                Outcome::Parked
+            }
+            "exit" => match i64_arg(args, "code") {
+                Err(e) => Err(e).into(),
+                Ok(code) => {
+                    let code = i32::try_from(code.unwrap_or(0)).unwrap_or(1);
+                    eprintln!("[scripted] exit tool: exiting with {code}");
+                    self.out.exit(code);
+                    Outcome::Exit
+                }
+            },
+            "progress" => self.progress(args, params).into(),
+            "sample" => match str_param(args, "prompt") {
+                Err(e) => Err(e).into(),
+                Ok(prompt) => {
+                    let sample_id = format!("s{}", self.next_sample);
+                    self.next_sample += 1;
+                    self.sampling.insert(sample_id.clone(), id.clone());
+                    self.out.request(
+                        &sample_id,
+                        "sampling/createMessage",
+                        json!({
+                            "messages": [{"role": "user", "content": {"type": "text", "text": prompt}}],
+                            "maxTokens": 64,
+                        }),
+                    );
+                    Outcome::Parked
+                }
+            },
+            "log" => {
+                let level = args.get("level").and_then(Value::as_str).unwrap_or("info");
+                let data = args
+                    .get("data")
+                    .cloned()
+                    .unwrap_or_else(|| json!("scripted log"));
+                self.out.notify(
+                    "notifications/message",
+                    json!({"level": level, "logger": "scripted", "data": data}),
+                );
+                Ok(text_result("logged")).into()
+            }
+            _ => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))).into(),
+        }
+    }
+
+    /// `emit_update` (`count` fixed to 1) and `emit_updates`.
+    async fn emit_updates(&mut self, args: &Value, fixed_count: Option<u64>) -> Reply {
+        let uri = str_param(args, "uri")?.to_owned();
+        let count = match fixed_count {
+            Some(n) => n,
+            None => u64_arg(args, "count")?
+                .ok_or_else(|| RpcError::invalid_params("missing integer argument `count`"))?,
+        };
+        let mut params = json!({"uri": uri});
+        if let Some(meta) = args.get("meta").filter(|m| !m.is_null()) {
+            params["_meta"] = meta.clone();
+        }
+        for i in 1..=count {
+            *self.versions.entry(uri.clone()).or_default() += 1;
+            self.out
+                .notify("notifications/resources/updated", params.clone());
+            if i % UPDATES_PER_YIELD == 0 {
+                // Let the writer start draining while a large burst is produced.
+                tokio::task::yield_now().await;
+            }
+        }
+        let version = self.versions.get(&uri).copied().unwrap_or(0);
+        Ok(structured_result(
+            json!({"uri": uri, "version": version, "emitted": count}),
+        ))
+    }
+
+    fn emit_list_changed(&mut self, args: &Value) -> Reply {
+        let kind = str_param(args, "kind")?;
+        if !matches!(kind, "tools" | "prompts" | "resources") {
+            return Err(RpcError::invalid_params(format!(
+                "`kind` must be tools, prompts or resources, not {kind:?}"
+            )));
+        }
+        let method = format!("notifications/{kind}/list_changed");
+        self.out.notify(&method, json!({}));
+        Ok(text_result(format!("sent {method}")))
+    }
+
+    fn release_reads(&mut self, args: &Value) -> Reply {
+        let uri = str_param(args, "uri")?;
+        self.holds.remove(uri);
+        let (released, kept): (Vec<HeldRead>, Vec<HeldRead>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| h.uri == uri);
+        self.held = kept;
+        let n = released.len();
+        for h in released {
+            self.out.reply(h.id, h.reply);
+        }
+        Ok(structured_result(json!({"uri": uri, "released": n})))
+    }
+
+    fn fail_reads(&mut self, args: &Value) -> Reply {
+        let uri = str_param(args, "uri")?.to_owned();
+        let code = i64_arg(args, "code")?.unwrap_or(-32603);
+        let message = args
+            .get("message")
+            .and_then(Value::as_str)
+            .unwrap_or("Scripted read failure")
+            .to_owned();
+        let text = format!("reads of {uri} now fail with {code}");
+        self.faults.insert(
+            uri.clone(),
+            RpcError {
+                code,
+                message,
+                data: Some(json!({"uri": uri})),
+            },
+        );
+        Ok(text_result(text))
+    }
+
+    fn progress(&mut self, args: &Value, params: &Value) -> Reply {
+        let steps = u64_arg(args, "steps")?
+            .ok_or_else(|| RpcError::invalid_params("missing integer argument `steps`"))?;
+        let token = params.pointer("/_meta/progressToken").cloned();
+        if let Some(token) = &token {
+            for i in 1..=steps {
+                self.out.notify(
+                    "notifications/progress",
+                    json!({"progressToken": token, "progress": i, "total": steps}),
+                );
+            }
+        }
+        let sent = if token.is_some() { steps } else { 0 };
+        Ok(structured_result(json!({"steps": steps, "sent": sent})))
+    }
+
+    /// The `stats` output: `{counts, by_uri, tools, subscribed, versions, pending}`.
+    pub fn stats(&self) -> Value {
+        let mut stats = self.recorder.stats();
+        stats["subscribed"] = json!(self.subscribed);
+        stats["versions"] = json!(self.versions);
+        stats["pending"] = json!({
+            "held_reads": self.held.len(),
+            "hung": self.hung.len(),
+            "sampling": self.sampling.len(),
+        });
+        stats
+    }
+}

@@ -2,3 +2,4 @@
 //! and returns effects for the hub to carry out. Unit- and property-tested.
 
 pub mod ids;
+pub mod subscriptions;

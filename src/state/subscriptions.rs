@@ -1,0 +1,553 @@
+//! The subscription registry: which client holds which `(upstream, uri)` subscription,
+//! and the one upstream subscription per key that serves all of them.
+//!
+//! This module owns the reference counting behind `resources/subscribe`. It never does
+//! I/O, never touches tokio and never reads a clock: every operation takes its inputs
+//! (and `now`) and returns [`SubEffect`]s for the hub to carry out.
+//!
+//! # Rules
+//!
+//! - Per client, subscriptions are a *set*: subscribing twice is idempotent, unsubscribing
+//!   a key not held does nothing.
+//! - Per key, exactly one upstream `resources/subscribe` on the 0→1 transition; clients
+//!   that subscribe while it is in flight wait for the same answer. An upstream error is
+//!   sent to every waiter and leaves nothing behind.
+//! - Exactly one upstream `resources/unsubscribe` on 1→0, after an optional linger that a
+//!   re-subscribe cancels. A key is removed at zero (no empty entries, unlike mini-redis
+//!   issue #63).
+//!
+//! # Invariants (checked by `check_invariants` in tests)
+//!
+//! - `by_key` and `by_client` mirror each other exactly: `by_client[c]` contains `k` iff
+//!   `k` is `Active` with `c` among its holders, or `Pending` with `c` among its waiters.
+//!   (`wanted` is always a subset of the waiters' clients.)
+//! - No empty `Active` holder set and no empty `by_client` entry is stored.
+//! - A `Pending` key *may* have no waiters: when every waiter left while the upstream
+//!   call was in flight, the key stays `Pending` until the answer arrives, so that a new
+//!   subscriber joins that call instead of sending a second one. An `Ok` answer then takes
+//!   the 1→0 path (unsubscribe or linger); an error just removes the key.
+//! - A `Lingering` key has no clients at all.
+//! - At most one upstream `resources/subscribe` per key is in flight at any time, and an
+//!   unsubscribe is only emitted for a key the current upstream session holds.
+//!
+//! # Upstream restarts
+//!
+//! Holders survive a restart. Each `Active` key tracks whether the *current* session
+//! holds it (`Ack`): `upstream_lost` marks it unconfirmed, `upstream_ready` re-subscribes
+//! it. If the last holder leaves while a re-subscribe is in flight the key becomes
+//! `Pending` with no waiters, so the answer is awaited like any first subscribe.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::time::{Duration, Instant};
+
+use super::ids::{ClientId, SubKey, UpstreamId};
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+/// What the hub must do after a registry operation, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubEffect<W, E> {
+    /// Send exactly one `resources/subscribe` for this key upstream.
+    UpstreamSubscribe(SubKey),
+    /// Send exactly one `resources/unsubscribe` for this key upstream.
+    UpstreamUnsubscribe(SubKey),
+    /// Answer a client's pending subscribe request.
+    Reply { waiter: W, result: Result<(), E> },
+    /// Call `linger_expired(key, at)` at `at` (or later).
+    SetLingerTimer { key: SubKey, at: Instant },
+}
+
+/// The state of one `(upstream, uri)` key. A key that is not in the map has no upstream
+/// subscription and nothing in flight.
+#[derive(Debug, Clone)]
+enum KeyState<W> {
+    /// The upstream `resources/subscribe` was sent and not answered yet.
+    Pending {
+        /// Every subscribe request waiting for the answer, in arrival order. Each gets
+        /// exactly one reply (unless its client leaves first). May be empty when all
+        /// waiters left while the call was in flight.
+        waiters: Vec<(ClientId, W)>,
+        /// Clients that will hold the key if the answer is `Ok`: waiters whose last
+        /// request for this key was a subscribe (an unsubscribe removes them here but
+        /// keeps their waiter entry, so their subscribe is still answered).
+        wanted: BTreeSet<ClientId>,
+    },
+    /// The upstream accepted the subscription; these clients hold it.
+    Active {
+        /// Never empty: the last holder leaving moves the key on (1→0).
+        holders: BTreeSet<ClientId>,
+        /// Whether the *current* upstream session holds the subscription.
+        ack: Ack,
+    },
+    /// No client holds the key, but the upstream subscription is kept until `until`
+    /// so that a quick re-subscribe does not flap unsubscribe/subscribe.
+    Lingering {
+        /// When the deferred upstream `resources/unsubscribe` becomes due.
+        until: Instant,
+    },
+}
+
+/// For an `Active` key: how the current upstream session stands on it. Holders are kept
+/// across upstream restarts; only this changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Ack {
+    /// The current session confirmed the subscription.
+    Confirmed,
+    /// A re-subscribe (after `upstream_ready`) is in flight.
+    Resubscribing,
+    /// The session is gone, or the re-subscribe failed: the upstream does not hold it,
+    /// so 1→0 sends no unsubscribe.
+    Unconfirmed,
+}
+
+/// The reference-counted subscription table. `W` is the hub's opaque waiter token (which
+/// client request to answer); it is only stored and handed back.
+#[derive(Debug)]
+pub struct SubscriptionRegistry<W> {
+    /// How long an unheld upstream subscription is kept before it is unsubscribed.
+    /// Zero means unsubscribe at once on 1→0.
+    linger: Duration,
+    /// The state of every key that has an upstream subscription or one in flight.
+    /// Ordered so that per-upstream scans are a range and effects come out deterministic.
+    by_key: BTreeMap<SubKey, KeyState<W>>,
+    /// Reverse index: the keys each client holds or waits on. Exists so that
+    /// `remove_client` and `count_for` are O(keys of that client).
+    by_client: HashMap<ClientId, BTreeSet<SubKey>>,
+}
+
+impl<W: Clone + Debug> SubscriptionRegistry<W> {
+    /// An empty registry. `linger` is how long an upstream subscription outlives its last
+    /// holder (zero: unsubscribe immediately).
+    pub fn new(linger: Duration) -> Self {
+        SubscriptionRegistry {
+            linger,
+            by_key: BTreeMap::new(),
+            by_client: HashMap::new(),
+        }
+    }
+
+    /// Client subscribes. Per-client SET semantics (idempotent).
+    ///
+    /// The waiter is answered at once when the key is already subscribed upstream
+    /// (`Active` or `Lingering`); otherwise it waits for the one upstream call.
+    pub fn subscribe<E: Clone>(
+        &mut self,
+        client: ClientId,
+        key: SubKey,
+        waiter: W,
+        now: Instant,
+    ) -> Vec<SubEffect<W, E>> {
+        let _ = now; // No timing decision here; `now` keeps every operation the same shape.
+        let mut fx = Vec::new();
+        match self.by_key.get_mut(&key) {
+            None => {
+                self.by_key.insert(
+                    key.clone(),
+                    KeyState::Pending {
+                        waiters: vec![(client, waiter)],
+                        wanted: BTreeSet::from([client]),
+                    },
+                );
+                fx.push(SubEffect::UpstreamSubscribe(key.clone()));
+            }
+            Some(KeyState::Pending { waiters, wanted }) => {
+                waiters.push((client, waiter));
+                wanted.insert(client);
+            }
+            Some(KeyState::Active { holders, .. }) => {
+                holders.insert(client);
+                fx.push(reply_ok(waiter));
+            }
+            Some(state @ KeyState::Lingering { .. }) => {
+                *state = KeyState::Active {
+                    holders: BTreeSet::from([client]),
+                    ack: Ack::Confirmed,
+                };
+                fx.push(reply_ok(waiter));
+            }
+        }
+        self.link(client, key);
+        fx
+    }
+
+    /// Client unsubscribes; the hub always answers `{}` itself. Returns upstream effects
+    /// only.
+    ///
+    /// A client that is still waiting on a `Pending` key stops *wanting* it but keeps its
+    /// waiter entry: its subscribe is still answered, and it will not hold the key.
+    pub fn unsubscribe<E: Clone>(
+        &mut self,
+        client: ClientId,
+        key: &SubKey,
+        now: Instant,
+    ) -> Vec<SubEffect<W, E>> {
+        let mut fx = Vec::new();
+        match self.by_key.get_mut(key) {
+            Some(KeyState::Pending { wanted, .. }) => {
+                // The client keeps its waiter entry, so `by_client` keeps the key.
+                wanted.remove(&client);
+            }
+            Some(KeyState::Active { holders, .. }) => {
+                let was_held = holders.remove(&client);
+                let now_empty = holders.is_empty();
+                if was_held {
+                    self.unlink(client, key);
+                    if now_empty {
+                        self.last_holder_left(key.clone(), now, &mut fx);
+                    }
+                }
+            }
+            Some(KeyState::Lingering { .. }) | None => {}
+        }
+        fx
+    }
+
+    /// The upstream answered the subscribe sent for `key` (Ok or error payload E).
+    ///
+    /// On a `Pending` key every waiter gets the answer. On an `Active` key this is the
+    /// answer to a re-subscribe: it only updates whether the upstream holds the key and
+    /// returns nothing (holders are never disturbed). Otherwise it is stale and ignored.
+    pub fn upstream_result<E: Clone>(
+        &mut self,
+        key: &SubKey,
+        result: Result<(), E>,
+        now: Instant,
+    ) -> Vec<SubEffect<W, E>> {
+        match self.by_key.get_mut(key) {
+            Some(KeyState::Pending { .. }) => {}
+            Some(KeyState::Active { ack, .. }) => {
+                if *ack == Ack::Resubscribing {
+                    *ack = if result.is_ok() {
+                        Ack::Confirmed
+                    } else {
+                        Ack::Unconfirmed
+                    };
+                }
+                return Vec::new();
+            }
+            Some(KeyState::Lingering { .. }) | None => return Vec::new(),
+        }
+        let Some(KeyState::Pending { waiters, wanted }) = self.by_key.remove(key) else {
+            unreachable!("checked Pending above");
+        };
+        let mut fx = Vec::with_capacity(waiters.len() + 1);
+        for (client, _) in &waiters {
+            if result.is_err() || !wanted.contains(client) {
+                self.unlink(*client, key);
+            }
+        }
+        for (_, waiter) in waiters {
+            fx.push(SubEffect::Reply {
+                waiter,
+                result: result.clone(),
+            });
+        }
+        if result.is_ok() {
+            if wanted.is_empty() {
+                // Everyone left while the call was in flight: the upstream now holds a
+                // subscription nobody wants.
+                self.release(key.clone(), now, &mut fx);
+            } else {
+                self.by_key.insert(
+                    key.clone(),
+                    KeyState::Active {
+                        holders: wanted,
+                        ack: Ack::Confirmed,
+                    },
+                );
+            }
+        }
+        fx
+    }
+
+    /// Client left (disconnect, DELETE, expiry): release everything it held or waited on.
+    /// Its pending subscribe requests are dropped without a reply.
+    pub fn remove_client<E: Clone>(
+        &mut self,
+        client: ClientId,
+        now: Instant,
+    ) -> Vec<SubEffect<W, E>> {
+        let mut fx = Vec::new();
+        let Some(keys) = self.by_client.remove(&client) else {
+            return fx;
+        };
+        for key in keys {
+            match self.by_key.get_mut(&key) {
+                Some(KeyState::Pending { waiters, wanted }) => {
+                    waiters.retain(|(c, _)| *c != client);
+                    wanted.remove(&client);
+                }
+                Some(KeyState::Active { holders, .. }) => {
+                    holders.remove(&client);
+                    if holders.is_empty() {
+                        self.last_holder_left(key, now, &mut fx);
+                    }
+                }
+                Some(KeyState::Lingering { .. }) | None => {
+                    debug_assert!(
+                        false,
+                        "by_client lists {key:?} for {client} but it has no clients"
+                    );
+                }
+            }
+        }
+        fx
+    }
+
+    /// A linger timer fired. Unsubscribes only if the key is still lingering and due;
+    /// a timer made stale by a re-subscribe (or a later linger) does nothing.
+    pub fn linger_expired<E: Clone>(&mut self, key: &SubKey, now: Instant) -> Vec<SubEffect<W, E>> {
+        match self.by_key.get(key) {
+            Some(KeyState::Lingering { until }) if now >= *until => {
+                self.by_key.remove(key);
+                vec![SubEffect::UpstreamUnsubscribe(key.clone())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The upstream's session is gone (crash/restart). In-flight subscribes are failed by
+    /// the hub via `upstream_result(Err)` separately. Lingering keys of that upstream are
+    /// dropped silently (nothing to unsubscribe on a dead session). Active keys are kept,
+    /// marked as not held upstream: until `upstream_ready` re-subscribes them, their 1→0
+    /// sends no unsubscribe and `is_active` is false.
+    pub fn upstream_lost(&mut self, upstream: UpstreamId) {
+        let mut dropped = Vec::new();
+        for (key, state) in self.by_key.range_mut(first_key(upstream)..) {
+            if key.upstream != upstream {
+                break;
+            }
+            match state {
+                KeyState::Lingering { .. } => dropped.push(key.clone()),
+                KeyState::Active { ack, .. } => *ack = Ack::Unconfirmed,
+                KeyState::Pending { .. } => {}
+            }
+        }
+        for key in dropped {
+            self.by_key.remove(&key);
+        }
+    }
+
+    /// The upstream is back with a fresh session: UpstreamSubscribe for every Active key
+    /// of it (re-subscribe). Results of these come back through `upstream_result` and
+    /// never disturb holders (an Err yields no effects; the key stays, holders keep it).
+    ///
+    /// Call `upstream_lost` before this for every new session. A key whose re-subscribe
+    /// is still in flight is skipped, so at most one subscribe per key is ever in flight.
+    pub fn upstream_ready<E: Clone>(&mut self, upstream: UpstreamId) -> Vec<SubEffect<W, E>> {
+        let mut fx = Vec::new();
+        for (key, state) in self.by_key.range_mut(first_key(upstream)..) {
+            if key.upstream != upstream {
+                break;
+            }
+            if let KeyState::Active { ack, .. } = state {
+                if *ack != Ack::Resubscribing {
+                    *ack = Ack::Resubscribing;
+                    fx.push(SubEffect::UpstreamSubscribe(key.clone()));
+                }
+            }
+        }
+        fx
+    }
+
+    /// ACTIVE holders of `key` only (those the upstream confirmed): who gets its updates.
+    /// Holders stay across an upstream restart, so they also get the post-restart
+    /// `resources/updated`.
+    pub fn holders(&self, key: &SubKey) -> impl Iterator<Item = ClientId> + '_ {
+        let set = match self.by_key.get(key) {
+            Some(KeyState::Active { holders, .. }) => Some(holders),
+            _ => None,
+        };
+        set.into_iter().flatten().copied()
+    }
+
+    /// Whether `client` is an active holder of `key`.
+    pub fn holds(&self, client: ClientId, key: &SubKey) -> bool {
+        matches!(self.by_key.get(key), Some(KeyState::Active { holders, .. }) if holders.contains(&client))
+    }
+
+    /// The keys `client` actively holds (not those it is still waiting on).
+    pub fn held_by(&self, client: ClientId) -> impl Iterator<Item = &SubKey> + '_ {
+        self.by_client
+            .get(&client)
+            .into_iter()
+            .flatten()
+            .filter(move |key| self.holds(client, key))
+    }
+
+    /// Keys held or waited on by the client (for the per-client limit).
+    pub fn count_for(&self, client: ClientId) -> usize {
+        self.by_client.get(&client).map_or(0, BTreeSet::len)
+    }
+
+    /// Whether the current upstream session confirmed and holds the subscription, so a
+    /// change will be heard of (the cache may store reads only then). False while
+    /// pending, lingering, and between an upstream restart and its re-subscribe answer.
+    pub fn is_active(&self, key: &SubKey) -> bool {
+        matches!(
+            self.by_key.get(key),
+            Some(KeyState::Active {
+                ack: Ack::Confirmed,
+                ..
+            })
+        )
+    }
+
+    /// Active keys of `upstream`, whether or not the current session confirmed them
+    /// (for restart handling: clear cache, tell holders).
+    pub fn keys_of(&self, upstream: UpstreamId) -> impl Iterator<Item = &SubKey> + '_ {
+        self.by_key
+            .range(first_key(upstream)..)
+            .take_while(move |(key, _)| key.upstream == upstream)
+            .filter(|(_, state)| matches!(state, KeyState::Active { .. }))
+            .map(|(key, _)| key)
+    }
+
+    /// Number of keys in any state (pending, active, lingering).
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    /// Whether no key is in any state.
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+
+    /// (client, key) pairs held or waited on: the sum of `count_for` over all clients.
+    pub fn client_pairs(&self) -> usize {
+        self.by_client.values().map(BTreeSet::len).sum()
+    }
+
+    /// Checks every invariant listed in the module docs.
+    ///
+    /// # Panics
+    ///
+    /// With a message naming the violated invariant.
+    #[cfg(test)]
+    pub fn check_invariants(&self) {
+        let mut pairs = 0;
+        for (key, state) in &self.by_key {
+            let clients: BTreeSet<ClientId> = match state {
+                KeyState::Pending { waiters, wanted } => {
+                    let waiting: BTreeSet<ClientId> = waiters.iter().map(|(c, _)| *c).collect();
+                    assert!(
+                        wanted.is_subset(&waiting),
+                        "{key:?}: wanted {wanted:?} not a subset of waiters {waiting:?}"
+                    );
+                    waiting
+                }
+                KeyState::Active { holders, .. } => {
+                    assert!(!holders.is_empty(), "{key:?}: empty Active holder set");
+                    holders.clone()
+                }
+                KeyState::Lingering { .. } => BTreeSet::new(),
+            };
+            for c in &clients {
+                assert!(
+                    self.by_client.get(c).is_some_and(|keys| keys.contains(key)),
+                    "{key:?} lists {c} but by_client does not"
+                );
+            }
+            pairs += clients.len();
+        }
+        for (c, keys) in &self.by_client {
+            assert!(!keys.is_empty(), "empty by_client entry for {c}");
+            for key in keys {
+                let listed = match self.by_key.get(key) {
+                    Some(KeyState::Pending { waiters, .. }) => waiters.iter().any(|(w, _)| w == c),
+                    Some(KeyState::Active { holders, .. }) => holders.contains(c),
+                    Some(KeyState::Lingering { .. }) | None => false,
+                };
+                assert!(
+                    listed,
+                    "by_client lists {key:?} for {c} but by_key does not"
+                );
+            }
+        }
+        assert_eq!(
+            pairs,
+            self.client_pairs(),
+            "pair counts of the two indexes differ"
+        );
+    }
+
+    /// The last holder of an `Active` key left: decide what the upstream side needs.
+    fn last_holder_left<E>(&mut self, key: SubKey, now: Instant, fx: &mut Vec<SubEffect<W, E>>) {
+        match self.by_key.get(&key) {
+            Some(KeyState::Active {
+                ack: Ack::Confirmed,
+                ..
+            }) => self.release(key, now, fx),
+            Some(KeyState::Active {
+                ack: Ack::Resubscribing,
+                ..
+            }) => {
+                // A re-subscribe is in flight: wait for its answer like any pending
+                // subscribe, so no second subscribe can overtake it.
+                self.by_key.insert(
+                    key,
+                    KeyState::Pending {
+                        waiters: Vec::new(),
+                        wanted: BTreeSet::new(),
+                    },
+                );
+            }
+            _ => {
+                // Unconfirmed: the current session does not hold it; nothing to undo.
+                self.by_key.remove(&key);
+            }
+        }
+    }
+
+    /// The upstream holds `key` and no client wants it: the 1→0 path. Unsubscribe now,
+    /// or linger and ask for a timer.
+    fn release<E>(&mut self, key: SubKey, now: Instant, fx: &mut Vec<SubEffect<W, E>>) {
+        // An absurd linger that overflows `Instant` degrades to "unsubscribe now".
+        match now
+            .checked_add(self.linger)
+            .filter(|_| !self.linger.is_zero())
+        {
+            Some(until) => {
+                self.by_key
+                    .insert(key.clone(), KeyState::Lingering { until });
+                fx.push(SubEffect::SetLingerTimer { key, at: until });
+            }
+            None => {
+                self.by_key.remove(&key);
+                fx.push(SubEffect::UpstreamUnsubscribe(key));
+            }
+        }
+    }
+
+    fn link(&mut self, client: ClientId, key: SubKey) {
+        self.by_client.entry(client).or_default().insert(key);
+    }
+
+    fn unlink(&mut self, client: ClientId, key: &SubKey) {
+        if let Some(keys) = self.by_client.get_mut(&client) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.by_client.remove(&client);
+            }
+        }
+    }
+}
+
+fn reply_ok<W, E>(waiter: W) -> SubEffect<W, E> {
+    SubEffect::Reply {
+        waiter,
+        result: Ok(()),
+    }
+}
+
+/// The smallest key of `upstream` (URIs order after the empty string).
+fn first_key(upstream: UpstreamId) -> SubKey {
+    SubKey {
+        upstream,
+        uri: "".into(),
+    }
+}

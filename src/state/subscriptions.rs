@@ -27,13 +27,26 @@
 //!   subscriber joins that call instead of sending a second one. An `Ok` answer then takes
 //!   the 1→0 path (unsubscribe or linger); an error just removes the key.
 //! - A `Lingering` key has no clients at all.
-//! - At most one upstream `resources/subscribe` per key is in flight at any time.
+//! - At most one upstream `resources/subscribe` per key is in flight at any time, and an
+//!   unsubscribe is only emitted for a key the current upstream session holds.
+//!
+//! # Upstream restarts
+//!
+//! Holders survive a restart. Each `Active` key tracks whether the *current* session
+//! holds it (`Ack`): `upstream_lost` marks it unconfirmed, `upstream_ready` re-subscribes
+//! it. If the last holder leaves while a re-subscribe is in flight the key becomes
+//! `Pending` with no waiters, so the answer is awaited like any first subscribe.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
 use super::ids::{ClientId, SubKey, UpstreamId};
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
 
 /// What the hub must do after a registry operation, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -128,7 +141,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         waiter: W,
         now: Instant,
     ) -> Vec<SubEffect<W, E>> {
-        let _ = now;
+        let _ = now; // No timing decision here; `now` keeps every operation the same shape.
         let mut fx = Vec::new();
         match self.by_key.get_mut(&key) {
             None => {
@@ -342,6 +355,8 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
     }
 
     /// ACTIVE holders of `key` only (those the upstream confirmed): who gets its updates.
+    /// Holders stay across an upstream restart, so they also get the post-restart
+    /// `resources/updated`.
     pub fn holders(&self, key: &SubKey) -> impl Iterator<Item = ClientId> + '_ {
         let set = match self.by_key.get(key) {
             Some(KeyState::Active { holders, .. }) => Some(holders),

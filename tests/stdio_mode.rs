@@ -20,39 +20,68 @@ async fn stdio_client_lists_calls_subscribes_and_gets_updates_with_meta() {
     let mut c = start();
     let init = c.initialize(json!({})).await;
     assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
-    assert_eq!(init["result"]["capabilities"]["resources"]["subscribe"], true);
+    assert_eq!(
+        init["result"]["capabilities"]["resources"]["subscribe"],
+        true
+    );
     assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
 
     let tools = c.call("tools/list", json!({})).await;
-    assert!(tools["result"]["tools"].as_array().unwrap().iter().any(|t| t["name"] == "echo"));
-    let echo = c.call("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}})).await;
+    assert!(tools["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t["name"] == "echo"));
+    let echo = c
+        .call(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        )
+        .await;
     assert_eq!(echo["result"]["content"][0]["text"], "hi");
 
-    let sub = c.call("resources/subscribe", json!({"uri": "test://static/1"})).await;
+    let sub = c
+        .call("resources/subscribe", json!({"uri": "test://static/1"}))
+        .await;
     assert_eq!(sub["result"], json!({}));
     // Idempotent per client: a second subscribe sends nothing upstream.
-    c.call("resources/subscribe", json!({"uri": "test://static/1"})).await;
-    c.tool("emit_update", json!({"uri": "test://static/1", "meta": {"trace": "abc", "n": [1, 2]}}))
+    c.call("resources/subscribe", json!({"uri": "test://static/1"}))
         .await;
-    let upd = c.expect_notification("notifications/resources/updated").await;
+    c.tool(
+        "emit_update",
+        json!({"uri": "test://static/1", "meta": {"trace": "abc", "n": [1, 2]}}),
+    )
+    .await;
+    let upd = c
+        .expect_notification("notifications/resources/updated")
+        .await;
     assert_eq!(upd["params"]["uri"], "test://static/1");
     assert_eq!(upd["params"]["_meta"], json!({"trace": "abc", "n": [1, 2]}));
     // An update for a URI this client does not hold is not delivered.
-    c.tool("emit_update", json!({"uri": "test://static/2"})).await;
+    c.tool("emit_update", json!({"uri": "test://static/2"}))
+        .await;
     let stats = c.tool("stats", json!({})).await;
     assert_eq!(count(&stats, "resources/subscribe"), 1, "{stats}");
     assert!(
-        !c.notifications.iter().any(|n| n["params"]["uri"] == "test://static/2"),
+        !c.notifications
+            .iter()
+            .any(|n| n["params"]["uri"] == "test://static/2"),
         "update for an unheld URI leaked: {:?}",
         c.notifications
     );
 
-    assert_eq!(c.call("resources/unsubscribe", json!({"uri": "test://static/1"})).await["result"], json!({}));
+    assert_eq!(
+        c.call("resources/unsubscribe", json!({"uri": "test://static/1"}))
+            .await["result"],
+        json!({})
+    );
     let stats = c.tool("stats", json!({})).await;
     assert_eq!(count(&stats, "resources/unsubscribe"), 1, "{stats}");
     assert_eq!(stats["subscribed"], json!([]));
 
-    let read = c.call("resources/read", json!({"uri": "test://static/1"})).await;
+    let read = c
+        .call("resources/read", json!({"uri": "test://static/1"}))
+        .await;
     assert_eq!(read["result"]["contents"][0]["uri"], "test://static/1");
     assert_eq!(c.call("ping", json!({})).await["result"], json!({}));
 }
@@ -63,9 +92,13 @@ async fn stdio_bad_input_gets_errors_and_the_session_keeps_working() {
     c.initialize(json!({})).await;
     c.send_raw("{not json").await;
     assert_eq!(c.read().await["error"]["code"], -32700);
-    c.send_raw(r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#).await;
+    c.send_raw(r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#)
+        .await;
     let v = c.read().await;
-    assert_eq!((v["error"]["code"].clone(), v["id"].clone()), (json!(-32600), json!(5)));
+    assert_eq!(
+        (v["error"]["code"].clone(), v["id"].clone()),
+        (json!(-32600), json!(5))
+    );
     c.send_raw(r#"[1,2]"#).await;
     assert_eq!(c.read().await["error"]["code"], -32600);
     let unknown = c.call("no/such/method", json!({})).await;

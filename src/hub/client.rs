@@ -58,6 +58,7 @@ impl Hub {
             ),
             methods::SUBSCRIBE => self.on_subscribe(client, id, &msg),
             methods::UNSUBSCRIBE => self.on_unsubscribe(client, id, &msg),
+            methods::RESOURCES_READ => self.on_read(client, id, msg),
             _ => self.forward_request(client, id, msg),
         }
     }
@@ -218,7 +219,7 @@ impl Hub {
     }
 
     /// Forwards a request to its upstream under a proxy id; the answer is mapped back.
-    fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
+    pub(super) fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
         let Some(upstream) = self.route_request(&msg) else {
             return self.reply_error(
                 client,
@@ -279,6 +280,7 @@ impl Hub {
                 let Some(req) = RawId::parse(raw.get()) else {
                     return;
                 };
+                self.cache.forget_waiter(|(c, i)| *c == client && *i == req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {
                         self.drop_request_timer(pid);

@@ -88,6 +88,10 @@ impl Hub {
                     .upstream_result(&key, Err(err), Instant::now().into_std());
                 self.apply_sub_effects(effects);
             }
+            Origin::Read { key, generation } => {
+                let err = json!({"code": code, "message": message}).to_string();
+                self.finish_read(&key, generation, Err(&err));
+            }
             Origin::Unsubscribe(_) | Origin::Internal(_) => {}
         }
     }
@@ -112,7 +116,11 @@ impl Hub {
         for e in effects {
             match e {
                 SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
-                SubEffect::UpstreamUnsubscribe(key) => self.send_sub_request(key, false),
+                SubEffect::UpstreamUnsubscribe(key) => {
+                    // No longer watched: nothing would tell us of a change.
+                    self.cache.invalidate(&key);
+                    self.send_sub_request(key, false);
+                }
                 SubEffect::Reply {
                     waiter: (client, id),
                     result,

@@ -40,6 +40,7 @@ impl Hub {
         tracing::info!(upstream = %slot.name, restart, server = %info.server_info, "upstream ready");
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
+        self.cache.clear_upstream(upstream);
         if restart {
             // A fresh session holds no subscriptions: take them again, and tell every
             // holder that changes may have been missed.
@@ -81,6 +82,7 @@ impl Hub {
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
         self.subs.upstream_lost(upstream);
+        self.cache.clear_upstream(upstream);
         for bound in self.pending.drop_client_bound(|b| b.upstream == upstream) {
             // The client may still answer; the answer will find nothing and be dropped.
             tracing::debug!(client = %bound.client, "server request orphaned by upstream exit");
@@ -119,6 +121,15 @@ impl Hub {
                     .upstream_result(&key, result, Instant::now().into_std());
                 self.apply_sub_effects(effects);
             }
+            Origin::Read { key, generation } => match (msg.result(), msg.error()) {
+                (Some(r), _) => self.finish_read(&key, generation, Ok(r.get())),
+                (None, Some(e)) => self.finish_read(&key, generation, Err(e.get())),
+                (None, None) => self.finish_read(
+                    &key,
+                    generation,
+                    Err("{\"code\":-32603,\"message\":\"empty upstream response\"}"),
+                ),
+            },
             Origin::Unsubscribe(key) => {
                 if let Some(e) = msg.error() {
                     tracing::debug!(uri = %key.uri, error = e.get(), "upstream refused resources/unsubscribe");
@@ -145,6 +156,8 @@ impl Hub {
                     return;
                 };
                 let key = SubKey::new(upstream, &uri);
+                // Invalidate before anyone hears of the change, so a re-read misses.
+                self.cache.invalidate(&key);
                 let holders: Vec<ClientId> = self.subs.holders(&key).collect();
                 if holders.is_empty() {
                     return;

@@ -63,6 +63,10 @@ pub struct HubStats {
     pub peak_queue: usize,
     /// Upstream requests sent, by method, since start (for tests and benchmarks).
     pub upstream_sent: Vec<(String, u64)>,
+    /// Read-cache counters (hits, single-flight joins, upstream fetches, ...).
+    pub cache: crate::state::cache::CacheCounters,
+    /// Entries in the read cache.
+    pub cache_entries: usize,
 }
 
 /// Cheap, cloneable handle to the hub.

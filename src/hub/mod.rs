@@ -13,6 +13,7 @@ mod client;
 mod effects;
 mod from_upstream;
 pub mod handle;
+mod read;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ pub use handle::{AdmitError, HubEvent, HubGone, HubHandle, HubStats};
 use crate::config::{ClientCapabilityPolicy, Config};
 use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
+use crate::state::cache::ReadCache;
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
@@ -47,6 +49,8 @@ pub struct HubSettings {
     pub max_subscriptions_per_client: usize,
     pub max_pending_per_client: usize,
     pub request_timeout: Duration,
+    pub cache_entries: usize,
+    pub cache_bytes: usize,
 }
 
 impl HubSettings {
@@ -58,6 +62,8 @@ impl HubSettings {
             max_subscriptions_per_client: c.limits.max_subscriptions_per_client,
             max_pending_per_client: c.limits.max_pending_per_client,
             request_timeout: Duration::from_millis(c.limits.request_timeout_ms),
+            cache_entries: c.cache.max_entries,
+            cache_bytes: c.cache.max_bytes,
         }
     }
 }
@@ -117,6 +123,7 @@ pub struct Hub {
     upstreams: Vec<UpstreamSlot>,
     subs: SubscriptionRegistry<Waiter>,
     pending: PendingTable,
+    cache: ReadCache,
     /// Request deadlines, by proxy id, so answered requests can drop their timer.
     request_timers: HashMap<ProxyId, delay_queue::Key>,
     timers: DelayQueue<Timer>,
@@ -133,6 +140,7 @@ impl Hub {
     pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
         Hub {
             subs: SubscriptionRegistry::new(settings.linger),
+            cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
             settings,
             clients: HashMap::new(),
             upstreams,
@@ -221,6 +229,8 @@ impl Hub {
             pending_requests: self.pending.len(),
             peak_queue: peak,
             upstream_sent: sent,
+            cache: self.cache.counters,
+            cache_entries: self.cache.len(),
         }
     }
 
@@ -234,6 +244,7 @@ impl Hub {
         self.peak_queue = self.peak_queue.max(state.outbox.peak());
         state.outbox.close(CloseReason::Closed);
         self.deferred_inits.retain(|(c, _)| *c != client);
+        self.cache.forget_waiter(|(c, _)| *c == client);
         let effects = self.subs.remove_client(client, Instant::now().into_std());
         self.apply_sub_effects(effects);
         for (pid, entry) in self.pending.drop_client(client) {

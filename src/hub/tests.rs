@@ -28,6 +28,8 @@ fn settings() -> HubSettings {
         max_subscriptions_per_client: 10,
         max_pending_per_client: 10,
         request_timeout: Duration::from_secs(60),
+        cache_entries: 100,
+        cache_bytes: 1 << 20,
     }
 }
 

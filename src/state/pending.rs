@@ -33,6 +33,9 @@ pub enum Origin {
     Subscribe(SubKey),
     /// The registry's `resources/unsubscribe` for a key (answer ignored).
     Unsubscribe(SubKey),
+    /// The one upstream `resources/read` serving every waiter of a cache key; the
+    /// waiters live in the read cache's single-flight table.
+    Read { key: SubKey, generation: u64 },
     /// A request of the hub's own whose answer is only logged.
     Internal(&'static str),
 }

@@ -67,7 +67,11 @@ impl HttpClient {
             "protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": "test", "version": "0"}}});
         let resp = post(&http, url, None, &init).await;
-        assert!(resp.status().is_success(), "initialize: HTTP {}", resp.status());
+        assert!(
+            resp.status().is_success(),
+            "initialize: HTTP {}",
+            resp.status()
+        );
         let session = resp
             .headers()
             .get("mcp-session-id")
@@ -76,7 +80,10 @@ impl HttpClient {
             .unwrap()
             .to_owned();
         let body = read_body(resp).await;
-        let version = body[0]["result"]["protocolVersion"].as_str().unwrap().to_owned();
+        let version = body[0]["result"]["protocolVersion"]
+            .as_str()
+            .unwrap()
+            .to_owned();
         let (tx, events) = mpsc::unbounded_channel();
         let mut c = HttpClient {
             http,
@@ -103,7 +110,11 @@ impl HttpClient {
             .send()
             .await
             .unwrap();
-        assert!(resp.status().is_success(), "GET stream: HTTP {}", resp.status());
+        assert!(
+            resp.status().is_success(),
+            "GET stream: HTTP {}",
+            resp.status()
+        );
         self.get_task = Some(tokio::spawn(async move {
             let mut events = resp.bytes_stream().eventsource();
             while let Some(Ok(ev)) = events.next().await {
@@ -142,9 +153,16 @@ impl HttpClient {
 
     /// Calls a tool; returns `structuredContent` (or the whole result).
     pub async fn tool(&mut self, name: &str, args: Value) -> Value {
-        let r = self.call("tools/call", json!({"name": name, "arguments": args})).await;
-        let result = r.get("result").unwrap_or_else(|| panic!("tool {name} failed: {r}"));
-        result.get("structuredContent").cloned().unwrap_or_else(|| result.clone())
+        let r = self
+            .call("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        let result = r
+            .get("result")
+            .unwrap_or_else(|| panic!("tool {name} failed: {r}"));
+        result
+            .get("structuredContent")
+            .cloned()
+            .unwrap_or_else(|| result.clone())
     }
 
     /// The next message on the GET stream.
@@ -186,7 +204,12 @@ impl Drop for HttpClient {
     }
 }
 
-pub async fn post(http: &reqwest::Client, url: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+pub async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: &Value,
+) -> reqwest::Response {
     let mut req = http
         .post(url)
         .header("accept", "application/json, text/event-stream")

@@ -65,7 +65,13 @@ impl LineClient {
             .expect("spawn");
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        LineClient { child, stdin, lines, next_id: 0, notifications: vec![] }
+        LineClient {
+            child,
+            stdin,
+            lines,
+            next_id: 0,
+            notifications: vec![],
+        }
     }
 
     pub async fn send_raw(&mut self, line: &str) {
@@ -119,14 +125,25 @@ impl LineClient {
 
     /// Calls a tool and returns its `structuredContent` (or the whole result).
     pub async fn tool(&mut self, name: &str, args: Value) -> Value {
-        let r = self.call("tools/call", json!({"name": name, "arguments": args})).await;
-        let result = r.get("result").unwrap_or_else(|| panic!("tool {name} failed: {r}"));
-        result.get("structuredContent").cloned().unwrap_or_else(|| result.clone())
+        let r = self
+            .call("tools/call", json!({"name": name, "arguments": args}))
+            .await;
+        let result = r
+            .get("result")
+            .unwrap_or_else(|| panic!("tool {name} failed: {r}"));
+        result
+            .get("structuredContent")
+            .cloned()
+            .unwrap_or_else(|| result.clone())
     }
 
     /// Waits for a notification with this method (already read or still to come).
     pub async fn expect_notification(&mut self, method: &str) -> Value {
-        if let Some(i) = self.notifications.iter().position(|n| n["method"] == method) {
+        if let Some(i) = self
+            .notifications
+            .iter()
+            .position(|n| n["method"] == method)
+        {
             return self.notifications.remove(i);
         }
         loop {

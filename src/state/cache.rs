@@ -1,0 +1,341 @@
+//! The `resources/read` cache: pure rules, no I/O (DESIGN.md "Cache").
+//!
+//! Owns: cached read results per (upstream, URI), a generation per key, and the
+//! single-flight table of reads in progress with the clients waiting on each.
+//!
+//! Rules:
+//! - a result is cached only while mcpmux holds an active upstream subscription to
+//!   that URI (the caller checks with the registry: only then will it hear of a change);
+//! - `invalidate` (an update, the last unsubscribe) drops the entry and bumps the
+//!   generation; `clear_upstream` (a reconnect) does that for every key of an upstream;
+//! - a read captures the generation when it is sent; its result is stored only if the
+//!   generation is unchanged, so a read that raced an update is never cached;
+//! - concurrent misses for one key share one upstream read; errors are never cached;
+//! - the LRU is bounded by entries and by bytes; an entry larger than the byte bound
+//!   is not stored.
+//!
+//! Never: sends anything, parses results, or decides whether a key is subscribed.
+
+use std::collections::HashMap;
+use std::num::NonZeroUsize;
+use std::sync::Arc;
+
+use lru::LruCache;
+
+use crate::protocol::RawId;
+use crate::state::ids::{ClientId, SubKey, UpstreamId};
+
+/// A cached `result` object as compact JSON text, shared by every response built
+/// from it.
+pub type CachedResult = Arc<str>;
+
+/// A client waiting for a read: who, and the id it used.
+pub type ReadWaiter = (ClientId, RawId);
+
+/// What to do with a client's read.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadPlan {
+    /// Answer from the cache.
+    Hit(CachedResult),
+    /// Another read of this key is in flight: the client was added to its waiters.
+    Joined,
+    /// Send one upstream read; its answer goes to `complete` with this generation.
+    Fetch { generation: u64 },
+}
+
+/// Counters for tests, stats and benchmarks.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct CacheCounters {
+    pub hits: u64,
+    pub joined: u64,
+    pub fetches: u64,
+    pub stored: u64,
+    /// Results not stored because the key changed while the read was in flight.
+    pub stale_fills: u64,
+    pub evictions: u64,
+}
+
+#[derive(Debug)]
+struct Entry {
+    result: CachedResult,
+    size: usize,
+}
+
+#[derive(Debug)]
+pub struct ReadCache {
+    lru: Option<LruCache<SubKey, Entry>>,
+    max_bytes: usize,
+    bytes: usize,
+    generations: HashMap<SubKey, u64>,
+    inflight: HashMap<SubKey, Vec<ReadWaiter>>,
+    pub counters: CacheCounters,
+}
+
+impl ReadCache {
+    /// A cache of at most `max_entries` entries and `max_bytes` bytes of results;
+    /// either being 0 disables storing (single flight still applies).
+    pub fn new(max_entries: usize, max_bytes: usize) -> Self {
+        ReadCache {
+            lru: NonZeroUsize::new(max_entries)
+                .filter(|_| max_bytes > 0)
+                .map(LruCache::new),
+            max_bytes,
+            bytes: 0,
+            generations: HashMap::new(),
+            inflight: HashMap::new(),
+            counters: CacheCounters::default(),
+        }
+    }
+
+    /// Plans a client's read of a key the proxy is actively subscribed to.
+    pub fn read(&mut self, key: &SubKey, waiter: ReadWaiter) -> ReadPlan {
+        if let Some(e) = self.lru.as_mut().and_then(|l| l.get(key)) {
+            self.counters.hits += 1;
+            return ReadPlan::Hit(e.result.clone());
+        }
+        if let Some(waiters) = self.inflight.get_mut(key) {
+            waiters.push(waiter);
+            self.counters.joined += 1;
+            return ReadPlan::Joined;
+        }
+        self.inflight.insert(key.clone(), vec![waiter]);
+        self.counters.fetches += 1;
+        ReadPlan::Fetch {
+            generation: self.generation(key),
+        }
+    }
+
+    /// The upstream answered the read sent at `generation`. Returns the waiters to
+    /// answer (all of them, whatever the outcome). The result is stored only when it
+    /// is a success (`Some`), the generation is unchanged and `still_active` holds.
+    pub fn complete(
+        &mut self,
+        key: &SubKey,
+        generation: u64,
+        result: Option<CachedResult>,
+        still_active: bool,
+    ) -> Vec<ReadWaiter> {
+        let waiters = self.inflight.remove(key).unwrap_or_default();
+        if let Some(result) = result {
+            if generation != self.generation(key) {
+                self.counters.stale_fills += 1;
+            } else if still_active {
+                self.store(key.clone(), result);
+            }
+        }
+        waiters
+    }
+
+    /// Removes a waiter (its client left or cancelled). The read itself goes on.
+    pub fn forget_waiter(&mut self, pred: impl Fn(&ReadWaiter) -> bool) {
+        for w in self.inflight.values_mut() {
+            w.retain(|x| !pred(x));
+        }
+    }
+
+    /// The key changed (update) or is no longer watched (last unsubscribe).
+    pub fn invalidate(&mut self, key: &SubKey) {
+        *self.generations.entry(key.clone()).or_default() += 1;
+        if let Some(e) = self.lru.as_mut().and_then(|l| l.pop(key)) {
+            self.bytes -= e.size;
+        }
+    }
+
+    /// The upstream reconnected: nothing cached for it can be trusted.
+    pub fn clear_upstream(&mut self, upstream: UpstreamId) {
+        let keys: Vec<SubKey> = self
+            .lru
+            .iter()
+            .flat_map(|l| l.iter().map(|(k, _)| k.clone()))
+            .chain(self.inflight.keys().cloned())
+            .filter(|k| k.upstream == upstream)
+            .collect();
+        for k in keys {
+            self.invalidate(&k);
+        }
+    }
+
+    /// Whether a read of this key is in flight.
+    pub fn in_flight(&self, key: &SubKey) -> bool {
+        self.inflight.contains_key(key)
+    }
+
+    pub fn len(&self) -> usize {
+        self.lru.as_ref().map_or(0, LruCache::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    fn generation(&self, key: &SubKey) -> u64 {
+        self.generations.get(key).copied().unwrap_or(0)
+    }
+
+    fn store(&mut self, key: SubKey, result: CachedResult) {
+        let size = result.len() + key.uri.len();
+        let Some(lru) = self.lru.as_mut() else { return };
+        if size > self.max_bytes {
+            return;
+        }
+        if let Some(old) = lru.put(key, Entry { result, size }) {
+            self.bytes -= old.size;
+        }
+        self.bytes += size;
+        while self.bytes > self.max_bytes {
+            match lru.pop_lru() {
+                Some((_, e)) => {
+                    self.bytes -= e.size;
+                    self.counters.evictions += 1;
+                }
+                None => break,
+            }
+        }
+        // Entry-count evictions by `put` are not reported back by `lru`; recount.
+        self.bytes = lru.iter().map(|(_, e)| e.size).sum();
+        self.counters.stored += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(uri: &str) -> SubKey {
+        SubKey::new(UpstreamId(0), uri)
+    }
+    fn w(c: u64) -> ReadWaiter {
+        (ClientId(c), RawId::from_u64(c))
+    }
+    fn res(text: &str) -> CachedResult {
+        Arc::from(format!("{{\"contents\":[{{\"text\":\"{text}\"}}]}}"))
+    }
+    fn fetch(c: &mut ReadCache, k: &SubKey, who: u64) -> u64 {
+        match c.read(k, w(who)) {
+            ReadPlan::Fetch { generation } => generation,
+            other => panic!("expected a fetch, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn concurrent_misses_share_one_fetch_and_then_hit() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        assert_eq!(c.read(&k, w(2)), ReadPlan::Joined);
+        assert_eq!(c.read(&k, w(3)), ReadPlan::Joined);
+        let waiters = c.complete(&k, g, Some(res("x")), true);
+        assert_eq!(waiters, vec![w(1), w(2), w(3)]);
+        assert_eq!(c.read(&k, w(4)), ReadPlan::Hit(res("x")));
+        assert_eq!(c.counters.fetches, 1);
+    }
+
+    #[test]
+    fn fill_rejected_after_a_generation_bump() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        c.invalidate(&k); // an update raced the read
+        let waiters = c.complete(&k, g, Some(res("stale")), true);
+        assert_eq!(waiters.len(), 1, "the waiter still gets its answer");
+        assert!(c.is_empty(), "the raced result is not stored");
+        assert_eq!(c.counters.stale_fills, 1);
+        assert!(matches!(
+            c.read(&k, w(2)),
+            ReadPlan::Fetch { generation: 1 }
+        ));
+    }
+
+    #[test]
+    fn errors_and_inactive_keys_are_never_stored() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        c.complete(&k, g, None, true);
+        assert!(c.is_empty());
+        let g = fetch(&mut c, &k, 1);
+        c.complete(&k, g, Some(res("x")), false);
+        assert!(c.is_empty(), "an unsubscribed URI is never stored");
+    }
+
+    #[test]
+    fn update_drops_the_entry() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        c.complete(&k, g, Some(res("x")), true);
+        c.invalidate(&k);
+        assert!(c.is_empty());
+        assert_eq!(c.bytes(), 0);
+    }
+
+    #[test]
+    fn byte_bound_evicts_least_recently_used() {
+        let one = res("0123456789").len() + "a://1".len();
+        let mut c = ReadCache::new(100, one * 2);
+        for (i, uri) in ["a://1", "a://2"].iter().enumerate() {
+            let g = fetch(&mut c, &key(uri), i as u64);
+            c.complete(&key(uri), g, Some(res("0123456789")), true);
+        }
+        // Touch a://1 so a://2 is least recently used.
+        assert!(matches!(c.read(&key("a://1"), w(9)), ReadPlan::Hit(_)));
+        let g = fetch(&mut c, &key("a://3"), 3);
+        c.complete(&key("a://3"), g, Some(res("0123456789")), true);
+        assert_eq!(c.len(), 2);
+        assert!(c.bytes() <= one * 2);
+        assert!(matches!(c.read(&key("a://1"), w(9)), ReadPlan::Hit(_)));
+        assert!(matches!(
+            c.read(&key("a://2"), w(9)),
+            ReadPlan::Fetch { .. }
+        ));
+        assert_eq!(c.counters.evictions, 1);
+    }
+
+    #[test]
+    fn entry_bound_evicts_and_bytes_stay_exact() {
+        let mut c = ReadCache::new(1, 1 << 20);
+        for uri in ["a://1", "a://2"] {
+            let g = fetch(&mut c, &key(uri), 1);
+            c.complete(&key(uri), g, Some(res("x")), true);
+        }
+        assert_eq!(c.len(), 1);
+        assert_eq!(c.bytes(), res("x").len() + "a://2".len());
+    }
+
+    #[test]
+    fn oversized_results_are_not_stored() {
+        let mut c = ReadCache::new(10, 8);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        c.complete(&k, g, Some(res("far too large")), true);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn reconnect_clears_only_that_upstream() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let a = SubKey::new(UpstreamId(0), "x://1");
+        let b = SubKey::new(UpstreamId(1), "x://1");
+        for k in [&a, &b] {
+            let g = fetch(&mut c, k, 1);
+            c.complete(k, g, Some(res("x")), true);
+        }
+        c.clear_upstream(UpstreamId(0));
+        assert!(matches!(c.read(&a, w(1)), ReadPlan::Fetch { .. }));
+        assert!(matches!(c.read(&b, w(1)), ReadPlan::Hit(_)));
+    }
+
+    #[test]
+    fn disabled_cache_still_single_flights() {
+        let mut c = ReadCache::new(0, 0);
+        let k = key("a://1");
+        let g = fetch(&mut c, &k, 1);
+        assert_eq!(c.read(&k, w(2)), ReadPlan::Joined);
+        assert_eq!(c.complete(&k, g, Some(res("x")), true).len(), 2);
+        assert!(matches!(c.read(&k, w(3)), ReadPlan::Fetch { .. }));
+    }
+}

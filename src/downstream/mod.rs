@@ -1,4 +1,5 @@
 //! Downstream client sessions: Streamable HTTP and stdio. Each session owns its
 //! socket or pipes, feeds client messages to the hub and drains its outbox.
 
+pub mod http;
 pub mod outbox;

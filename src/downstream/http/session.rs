@@ -334,7 +334,7 @@ impl Actor {
                 debug!(client.id = %self.client, id = ?out.related,
                     "response for no waiting POST dropped (never on the GET stream)");
             } else {
-                self.to_get(out);
+                self.onto_get_stream(out);
             }
             return Routed::Done;
         };
@@ -365,12 +365,12 @@ impl Actor {
             }
         } else if gone {
             // The POST's client left: keep its server requests and progress reachable.
-            self.to_get(out);
+            self.onto_get_stream(out);
         }
         Routed::Done
     }
 
-    fn to_get(&mut self, out: &Outbound) {
+    fn onto_get_stream(&mut self, out: &Outbound) {
         let (_, evicted) = self.replay.push(&out.bytes);
         if let Some(old) = evicted.filter(|old| *old > self.delivered) {
             warn!(client.id = %self.client, event_id = old,

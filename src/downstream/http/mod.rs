@@ -59,8 +59,8 @@ pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-i
 pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
-/// Settings of the HTTP transport, resolved from the config.
-#[derive(Debug, Clone)]
+/// Settings of the HTTP transport, resolved from the config. `Debug` redacts the token.
+#[derive(Clone)]
 pub struct HttpSettings {
     /// The one MCP endpoint path (`listen.path`, default `/mcp`).
     pub path: String,
@@ -78,6 +78,24 @@ pub struct HttpSettings {
     pub max_message_bytes: usize,
     /// Depth of each session's outbox.
     pub client_queue: usize,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("path", &self.path)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("session_idle", &self.session_idle)
+            .field("sse_replay_events", &self.sse_replay_events)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("client_queue", &self.client_queue)
+            .finish()
+    }
 }
 
 impl HttpSettings {

@@ -16,6 +16,11 @@
 //! - everything else → the GET stream, framed with `id: N` into the bounded replay
 //!   buffer; delivered when a GET stream is attached (a new GET receives what no stream
 //!   has received yet, or, with `Last-Event-ID`, everything held after that id).
+//!
+//! Only GET-stream events carry `id:`; a POST's SSE answer has no ids and is not
+//! resumable (the spec makes replay optional; a client that loses a POST stream still
+//! gets its response dropped, as a disconnect is not a cancellation).
+//! A new GET replaces the previous one (closing it) rather than answering 409.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

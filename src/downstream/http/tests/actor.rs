@@ -101,3 +101,24 @@ async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     let chunk = tokio::time::timeout(WAIT, get_rx.recv()).await.unwrap();
     assert_eq!(&chunk.unwrap()[..], b"id: 1\ndata: note\n\n");
 }
+
+#[tokio::test]
+async fn a_request_id_already_in_flight_is_refused() {
+    let (cmd, _outbox, _closed) = actor(8);
+    let mut keep = Vec::new();
+    for want in [Ok(()), Err(RawId::from_u64(1))] {
+        let (tx, rx) = mpsc::channel(4);
+        keep.push(rx);
+        let (ack, acked) = tokio::sync::oneshot::channel();
+        let sink = session::PostSink { tx, sse: false };
+        let ids = vec![RawId::from_u64(1)];
+        cmd.send(SessionCmd::Post {
+            ids,
+            sink: Some(sink),
+            ack,
+        })
+        .await
+        .unwrap();
+        assert_eq!(acked.await.unwrap(), want);
+    }
+}

@@ -2,5 +2,6 @@
 //! socket or pipes, feeds client messages to the hub and drains its outbox.
 
 pub mod connect;
+pub mod http;
 pub mod outbox;
 pub mod stdio;

@@ -213,6 +213,12 @@ impl Outbox {
         Ok(())
     }
 
+    /// True once the outbox was closed (by the hub or the session). Lets a writer that
+    /// is not draining (its client is slow) notice the close without taking anything.
+    pub fn is_closed(&self) -> bool {
+        self.lock().closed().is_some()
+    }
+
     pub fn peak(&self) -> usize {
         self.lock().peak
     }

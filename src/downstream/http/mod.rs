@@ -1,0 +1,322 @@
+//! The downstream Streamable HTTP transport (spec digest §6.2, DESIGN.md §1–2): one
+//! endpoint at `settings.path` answering POST, GET and DELETE, with sessions.
+//!
+//! Owns: the axum router, the request guards' mapping to HTTP statuses, the session
+//! map (`Mcp-Session-Id` → session actor), and the server's lifetime ([`serve_http`]).
+//! Never: interprets MCP methods beyond `initialize` detection and the progress token
+//! (the hub answers everything), awaits a client from the hub's side (session actors
+//! in [`session`] own all waiting on sockets), or buffers a body past
+//! `limits.max_message_bytes`.
+//!
+//! Status codes (all error bodies are JSON-RPC errors with `"id": null`):
+//! - 403 `Host` not loopback/allowed, or `Origin` not allowed (code -32000);
+//! - 401 + `WWW-Authenticate: Bearer` bad/missing token (-32000);
+//! - 405 + `Allow` for other methods (-32000); 404 (empty) for other paths;
+//! - 415 POST without `Content-Type: application/json` (-32000);
+//! - 406 `Accept` present but allowing no type we could answer with (-32000);
+//! - 413 body over `limits.max_message_bytes` (-32600);
+//! - 400 invalid JSON (-32700), not JSON-RPC (-32600), unsupported
+//!   `MCP-Protocol-Version` (-32600), missing `Mcp-Session-Id` (-32600), batch not
+//!   allowed / `initialize` in a batch / request id already in flight (-32600);
+//! - 404 unknown or expired session (-32001 "session not found");
+//! - 503 the hub refused or is gone (-32000, the admission error's text);
+//! - 202 no body for notifications/responses only; 200 JSON or SSE for requests;
+//!   200 for DELETE.
+
+mod guard;
+mod post;
+mod session;
+mod sse;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info};
+
+use self::guard::GuardError;
+use self::session::{SessionCmd, SessionEntry, SessionMap};
+use crate::config::{LimitsConfig, ListenConfig};
+use crate::hub::HubHandle;
+use crate::protocol::{code, Message};
+
+/// Implementation-defined JSON-RPC code for transport-level refusals (matches the TS
+/// SDK's use for 403/406/415 answers).
+const TRANSPORT_ERROR: i64 = -32000;
+/// Implementation-defined JSON-RPC code for an unknown session (TS SDK: 404 + -32001).
+const SESSION_NOT_FOUND: i64 = -32001;
+
+pub(crate) const SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+pub(crate) const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+
+/// Settings of the HTTP transport, resolved from the config. `Debug` redacts the token.
+#[derive(Clone)]
+pub struct HttpSettings {
+    /// The one MCP endpoint path (`listen.path`, default `/mcp`).
+    pub path: String,
+    /// Accepted `Origin` values; an entry also matches that origin with any port.
+    pub allowed_origins: Vec<String>,
+    /// Accepted `Host` names besides `localhost`, `127.0.0.1` and `[::1]`.
+    pub allowed_hosts: Vec<String>,
+    /// Required bearer token, when configured (`listen.auth_token_env`).
+    pub auth_token: Option<String>,
+    /// A session with no stream, no in-flight POST and no request for this long ends.
+    pub session_idle: Duration,
+    /// GET-stream events kept per session for `Last-Event-ID` replay.
+    pub sse_replay_events: usize,
+    /// Largest accepted POST body.
+    pub max_message_bytes: usize,
+    /// Depth of each session's outbox.
+    pub client_queue: usize,
+}
+
+impl std::fmt::Debug for HttpSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSettings")
+            .field("path", &self.path)
+            .field("allowed_origins", &self.allowed_origins)
+            .field("allowed_hosts", &self.allowed_hosts)
+            .field(
+                "auth_token",
+                &self.auth_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("session_idle", &self.session_idle)
+            .field("sse_replay_events", &self.sse_replay_events)
+            .field("max_message_bytes", &self.max_message_bytes)
+            .field("client_queue", &self.client_queue)
+            .finish()
+    }
+}
+
+impl HttpSettings {
+    pub fn from_config(
+        listen: &ListenConfig,
+        limits: &LimitsConfig,
+        auth_token: Option<String>,
+    ) -> Self {
+        HttpSettings {
+            path: listen.path.clone(),
+            allowed_origins: listen.allowed_origins.clone(),
+            allowed_hosts: listen.allowed_hosts.clone(),
+            auth_token,
+            session_idle: Duration::from_millis(listen.session_idle_ms),
+            sse_replay_events: listen.sse_replay_events,
+            max_message_bytes: limits.max_message_bytes,
+            client_queue: limits.client_queue,
+        }
+    }
+}
+
+/// State shared by every request handler.
+pub(crate) struct App {
+    pub settings: HttpSettings,
+    pub hub: HubHandle,
+    pub sessions: SessionMap,
+    /// Cancelled on shutdown; session actors end on it.
+    pub shutdown: CancellationToken,
+    /// Tracks session actors so shutdown can wait for every `client_closed`.
+    pub tracker: TaskTracker,
+}
+
+/// Serves the Streamable HTTP endpoint on `listener` until `shutdown` is cancelled,
+/// then stops accepting, ends every session (one `client_closed` each) and returns.
+///
+/// # Errors
+/// Only an I/O error of the listener itself.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    settings: HttpSettings,
+    hub: HubHandle,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    use axum::serve::ListenerExt;
+    let path = settings.path.clone();
+    let app = Arc::new(App {
+        settings,
+        hub,
+        sessions: Arc::new(Mutex::new(Default::default())),
+        shutdown: shutdown.clone(),
+        tracker: TaskTracker::new(),
+    });
+    let router = Router::new()
+        .route(&path, axum::routing::any(endpoint))
+        .with_state(app.clone());
+    if let Ok(addr) = listener.local_addr() {
+        info!(%addr, %path, "Streamable HTTP listening");
+    }
+    // Small SSE writes must not wait for Nagle.
+    let listener = listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
+        .await;
+    // Sessions end on the same token; wait until each has told the hub.
+    app.tracker.close();
+    app.tracker.wait().await;
+    debug!("Streamable HTTP stopped");
+    result
+}
+
+/// The single endpoint: guards first, on every method, then dispatch.
+async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
+    let headers = req.headers();
+    let s = &app.settings;
+    let checked = guard::check_host(header_str(headers, &header::HOST), &s.allowed_hosts)
+        .and_then(|()| {
+            guard::check_origin(header_str(headers, &header::ORIGIN), &s.allowed_origins)
+        })
+        .and_then(|()| {
+            guard::check_auth(
+                header_str(headers, &header::AUTHORIZATION),
+                s.auth_token.as_deref(),
+            )
+        });
+    if let Err(e) = checked {
+        debug!(error = %e, "request refused by a guard");
+        let mut resp = error(
+            match e {
+                GuardError::Unauthorized => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::FORBIDDEN,
+            },
+            TRANSPORT_ERROR,
+            &e.to_string(),
+        );
+        if e == GuardError::Unauthorized {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        return resp;
+    }
+    if let Err(msg) = guard::protocol_version(header_str(headers, &PROTOCOL_VERSION)) {
+        return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+    }
+    match *req.method() {
+        Method::POST => post::handle(app, req).await,
+        Method::GET => get(app, req.headers()).await,
+        Method::DELETE => delete(app, req.headers()).await,
+        _ => {
+            let mut resp = error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                TRANSPORT_ERROR,
+                "method not allowed: use POST, GET or DELETE",
+            );
+            resp.headers_mut()
+                .insert(header::ALLOW, HeaderValue::from_static("GET, POST, DELETE"));
+            resp
+        }
+    }
+}
+
+/// GET: attach the session's server→client SSE stream.
+async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
+    if !guard::accepts(header_str(headers, &header::ACCEPT)).sse {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            TRANSPORT_ERROR,
+            "not acceptable: the GET stream needs Accept: text/event-stream",
+        );
+    }
+    let entry = match require_session(&app, headers) {
+        Ok(e) => e,
+        Err(resp) => return resp,
+    };
+    let last_event_id = header_str(headers, &LAST_EVENT_ID).and_then(sse::parse_last_event_id);
+    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    if entry
+        .cmd
+        .send(SessionCmd::Get { last_event_id, tx })
+        .await
+        .is_err()
+    {
+        return session_not_found();
+    }
+    sse_response(rx)
+}
+
+/// DELETE: end the session.
+async fn delete(app: Arc<App>, headers: &HeaderMap) -> Response {
+    let entry = match require_session(&app, headers) {
+        Ok(e) => e,
+        Err(resp) => return resp,
+    };
+    let (done, wait) = oneshot::channel();
+    let cmd = SessionCmd::End {
+        reason: "deleted by the client",
+        done: Some(done),
+    };
+    if entry.cmd.send(cmd).await.is_err() || wait.await.is_err() {
+        return session_not_found();
+    }
+    StatusCode::OK.into_response()
+}
+
+/// Looks up `Mcp-Session-Id`: 400 when absent, 404 when unknown.
+#[allow(clippy::result_large_err)]
+pub(crate) fn require_session(app: &App, headers: &HeaderMap) -> Result<SessionEntry, Response> {
+    let Some(id) = header_str(headers, &SESSION_ID) else {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            code::INVALID_REQUEST,
+            "missing Mcp-Session-Id; send initialize first",
+        ));
+    };
+    lookup(app, id).ok_or_else(session_not_found)
+}
+
+pub(crate) fn lookup(app: &App, id: &str) -> Option<SessionEntry> {
+    let map = app.sessions.lock().unwrap_or_else(|p| p.into_inner());
+    map.get(id).cloned()
+}
+
+pub(crate) fn session_not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        SESSION_NOT_FOUND,
+        "session not found",
+    )
+}
+
+/// A header as text; `None` when absent or not visible ASCII.
+pub(crate) fn header_str<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// An HTTP error whose body is a JSON-RPC error without id.
+pub(crate) fn error(status: StatusCode, code: i64, message: &str) -> Response {
+    let body = Message::error_response(None, code, message, None).to_bytes();
+    json_response(status, body)
+}
+
+pub(crate) fn json_response(status: StatusCode, body: bytes::Bytes) -> Response {
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// A `text/event-stream` response fed by a session actor.
+pub(crate) fn sse_response(rx: mpsc::Receiver<bytes::Bytes>) -> Response {
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .header("x-accel-buffering", "no")
+        .body(Body::from_stream(sse::sse_body(rx)))
+        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}

@@ -1,0 +1,395 @@
+//! POST on the MCP endpoint: body limits, parsing, session creation on `initialize`,
+//! and the choice between a JSON answer, an SSE answer and 202.
+//!
+//! Owns: reading the body (never more than `max_message_bytes`), the HTTP-level
+//! decisions of spec digest §6.2 for POST, and the JSON assembly of answers.
+//! Never: answers an MCP method itself (the hub does), or forwards a request before the
+//! session actor has registered its id (so a fast response cannot race past it).
+//!
+//! Decisions:
+//! - A request is answered as SSE when it carries `params._meta.progressToken` and
+//!   `Accept` allows `text/event-stream` (so progress and related server requests reach
+//!   it), or when `Accept` allows SSE but not JSON; otherwise as one JSON object.
+//! - `initialize` is always answered as JSON: the session id header must wait until we
+//!   know the hub accepted it (an error response drops the session).
+//! - A batch is answered as one JSON array; invalid items get per-item errors with
+//!   `id: null`. The batch version is the `MCP-Protocol-Version` header, else the
+//!   version the session's `initialize` response named, else 2025-03-26 (the spec's
+//!   assumption when nothing else is known).
+//! - If the session ends before a response arrives, the missing responses are
+//!   synthesized as -32603 errors so a JSON POST never hangs.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures_util::StreamExt;
+use tokio::sync::{mpsc, oneshot};
+use tracing::debug;
+
+use super::guard::{self, Accepts};
+use super::session::{self, PostSink, SessionCmd, SessionEntry, SessionSpawn};
+use super::{
+    error, header_str, json_response, lookup, session_not_found, sse_response, App,
+    PROTOCOL_VERSION, SESSION_ID, TRANSPORT_ERROR,
+};
+use crate::downstream::outbox::Outbox;
+use crate::protocol::methods::{self, progress_token};
+use crate::protocol::{code, Incoming, Kind, Message, ParseError, RawId, BATCH_VERSION};
+
+pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    if !guard::is_json_content_type(header_str(headers, &header::CONTENT_TYPE)) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            TRANSPORT_ERROR,
+            "unsupported media type: POST bodies must be Content-Type: application/json",
+        );
+    }
+    let accepts = guard::accepts(header_str(headers, &header::ACCEPT));
+    if !accepts.json && !accepts.sse {
+        return error(
+            StatusCode::NOT_ACCEPTABLE,
+            TRANSPORT_ERROR,
+            "not acceptable: Accept must allow application/json or text/event-stream",
+        );
+    }
+    // Already validated by the endpoint.
+    let header_version = guard::protocol_version(header_str(headers, &PROTOCOL_VERSION))
+        .ok()
+        .flatten();
+    let length = header_str(headers, &header::CONTENT_LENGTH).and_then(|v| v.parse().ok());
+    let limit = app.settings.max_message_bytes;
+    let bytes = match read_body(body, limit, length).await {
+        Ok(b) => b,
+        Err(BodyError::TooLarge) => {
+            let msg = format!(
+                "message too large: the body exceeds limits.max_message_bytes ({limit} bytes)"
+            );
+            return error(StatusCode::PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, &msg);
+        }
+        Err(BodyError::Read(e)) => {
+            debug!(error = %e, "POST body read failed");
+            let msg = format!("could not read the request body: {e}");
+            return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+        }
+    };
+    let incoming = match Incoming::parse(&bytes) {
+        Ok(i) => i,
+        Err(e) => return parse_error(&e),
+    };
+    let session_id = header_str(headers, &SESSION_ID);
+    match incoming {
+        Incoming::Single(Err(e)) => parse_error(&e),
+        Incoming::Single(Ok(msg)) => match session_id {
+            None if is_initialize(&msg) => initialize(app, msg).await,
+            None => missing_session(),
+            Some(id) => match lookup(&app, id) {
+                None => session_not_found(),
+                Some(entry) => single(&app, &entry, msg, accepts).await,
+            },
+        },
+        Incoming::Batch(items) => {
+            let Some(id) = session_id else {
+                return missing_session();
+            };
+            let Some(entry) = lookup(&app, id) else {
+                return session_not_found();
+            };
+            let version = header_version
+                .or(entry.version.as_deref())
+                .unwrap_or(BATCH_VERSION);
+            if version != BATCH_VERSION {
+                let msg = format!("batches are not allowed in protocol version {version}");
+                return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+            }
+            if items.iter().flatten().any(is_initialize) {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    code::INVALID_REQUEST,
+                    "initialize must not be in a batch",
+                );
+            }
+            batch(&app, &entry, items).await
+        }
+    }
+}
+
+fn is_initialize(msg: &Message) -> bool {
+    msg.kind() == Kind::Request && msg.method() == Some(methods::INITIALIZE)
+}
+
+fn parse_error(e: &ParseError) -> Response {
+    error(StatusCode::BAD_REQUEST, e.code(), &e.to_string())
+}
+
+fn missing_session() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        code::INVALID_REQUEST,
+        "missing Mcp-Session-Id; send initialize first",
+    )
+}
+
+enum BodyError {
+    TooLarge,
+    Read(axum::Error),
+}
+
+/// Reads the body, refusing as soon as it is known to exceed `limit` (from
+/// `Content-Length` up front, or while streaming a chunked body).
+async fn read_body(body: Body, limit: usize, length: Option<u64>) -> Result<Bytes, BodyError> {
+    if length.is_some_and(|n| n > limit as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut buf = BytesMut::with_capacity(length.map_or(0, |n| n as usize).min(limit));
+    let mut stream = body.into_data_stream();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(BodyError::Read)?;
+        if buf.len() + chunk.len() > limit {
+            return Err(BodyError::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.freeze())
+}
+
+/// One message on an existing session.
+async fn single(app: &App, entry: &SessionEntry, msg: Message, accepts: Accepts) -> Response {
+    let Some(id) = msg.id().filter(|_| msg.kind() == Kind::Request).cloned() else {
+        return match forward(app, entry, vec![msg], vec![], None).await {
+            Ok(_) => StatusCode::ACCEPTED.into_response(),
+            Err(resp) => resp,
+        };
+    };
+    let sse = accepts.sse && (progress_token(msg.params()).is_some() || !accepts.json);
+    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    let sink = PostSink { tx, sse };
+    if let Err(resp) = forward(app, entry, vec![msg], vec![id.clone()], Some(sink)).await {
+        return resp;
+    }
+    if sse {
+        return sse_response(rx);
+    }
+    let mut got = collect(rx, std::slice::from_ref(&id)).await;
+    json_response(StatusCode::OK, got.pop().unwrap_or_default())
+}
+
+/// A 2025-03-26 batch on an existing session.
+async fn batch(
+    app: &App,
+    entry: &SessionEntry,
+    items: Vec<Result<Message, ParseError>>,
+) -> Response {
+    let total = items.len();
+    let mut errors = Vec::new();
+    let mut msgs = Vec::with_capacity(total);
+    let mut ids = Vec::new();
+    for item in items {
+        match item {
+            Ok(m) => {
+                if m.kind() == Kind::Request {
+                    ids.extend(m.id().cloned());
+                }
+                msgs.push(m);
+            }
+            Err(e) => errors.push(Message::error_response(
+                None,
+                e.code(),
+                &e.to_string(),
+                None,
+            )),
+        }
+    }
+    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    let sink = (!ids.is_empty()).then_some(PostSink { tx, sse: false });
+    if !msgs.is_empty() {
+        if let Err(resp) = forward(app, entry, msgs, ids.clone(), sink).await {
+            return resp;
+        }
+    }
+    if ids.is_empty() && errors.is_empty() {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let mut parts = if ids.is_empty() {
+        Vec::new()
+    } else {
+        collect(rx, &ids).await
+    };
+    parts.extend(errors.iter().map(Message::to_bytes));
+    let status = if errors.len() == total {
+        StatusCode::BAD_REQUEST
+    } else {
+        StatusCode::OK
+    };
+    json_response(status, join_array(&parts))
+}
+
+/// Registers `ids` (and `sink`) with the session actor, then hands `msgs` to the hub in
+/// order.
+async fn forward(
+    app: &App,
+    entry: &SessionEntry,
+    msgs: Vec<Message>,
+    ids: Vec<RawId>,
+    sink: Option<PostSink>,
+) -> Result<(), Response> {
+    let (ack, acked) = oneshot::channel();
+    if entry
+        .cmd
+        .send(SessionCmd::Post { ids, sink, ack })
+        .await
+        .is_err()
+    {
+        return Err(session_not_found());
+    }
+    match acked.await {
+        Err(_) => return Err(session_not_found()),
+        Ok(Err(dup)) => {
+            let msg = format!("request id {dup} is already in flight on this session");
+            return Err(error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg));
+        }
+        Ok(Ok(())) => {}
+    }
+    for msg in msgs {
+        if app.hub.client_message(entry.client, msg).await.is_err() {
+            return Err(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TRANSPORT_ERROR,
+                "mcpmux is shutting down",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Waits for the responses to `ids` (the actor closes the channel after the last one,
+/// or when the session ends) and synthesizes an error for each one that never came.
+async fn collect(mut rx: mpsc::Receiver<Bytes>, ids: &[RawId]) -> Vec<Bytes> {
+    let mut out = Vec::with_capacity(ids.len());
+    let mut answered = Vec::with_capacity(ids.len());
+    while let Some(bytes) = rx.recv().await {
+        if let Ok(m) = Message::parse(&bytes) {
+            answered.extend(m.id().cloned());
+        }
+        out.push(bytes);
+    }
+    for id in ids.iter().filter(|id| !answered.contains(id)) {
+        out.push(
+            Message::error_response(
+                Some(id),
+                code::INTERNAL_ERROR,
+                "the session ended before a response was sent",
+                None,
+            )
+            .to_bytes(),
+        );
+    }
+    out
+}
+
+fn join_array(parts: &[Bytes]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(2 + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+    buf.extend_from_slice(b"[");
+    for (i, p) in parts.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b",");
+        }
+        buf.extend_from_slice(p);
+    }
+    buf.extend_from_slice(b"]");
+    buf.freeze()
+}
+
+/// Ends a half-created session unless disarmed (client gone mid-`initialize`, or the
+/// hub answered `initialize` with an error).
+struct EndOnDrop {
+    cmd: Option<mpsc::Sender<SessionCmd>>,
+    reason: &'static str,
+}
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        if let Some(cmd) = self.cmd.take() {
+            let _ = cmd.try_send(SessionCmd::End {
+                reason: self.reason,
+                done: None,
+            });
+        }
+    }
+}
+
+/// `initialize` without a session: admit a client, start its session actor, forward,
+/// and answer with `Mcp-Session-Id` if the hub accepted.
+async fn initialize(app: Arc<App>, msg: Message) -> Response {
+    let outbox = Outbox::new(app.settings.client_queue);
+    let client = match app.hub.open_client(outbox.clone()).await {
+        Ok(c) => c,
+        Err(e) => {
+            return error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TRANSPORT_ERROR,
+                &e.to_string(),
+            )
+        }
+    };
+    let sid = format!("{:032x}", rand::random::<u128>());
+    let (actor, cmd) = session::start(SessionSpawn {
+        id: sid.clone(),
+        client,
+        outbox,
+        hub: app.hub.clone(),
+        sessions: app.sessions.clone(),
+        idle: app.settings.session_idle,
+        replay_events: app.settings.sse_replay_events,
+        shutdown: app.shutdown.clone(),
+    });
+    app.tracker.spawn(actor);
+    let mut end = EndOnDrop {
+        cmd: Some(cmd.clone()),
+        reason: "initialize abandoned by the client",
+    };
+    let entry = SessionEntry {
+        cmd,
+        client,
+        version: None,
+    };
+    let id = msg.id().cloned().expect("initialize is a request");
+    let (tx, rx) = mpsc::channel(1);
+    let sink = PostSink { tx, sse: false };
+    if let Err(resp) = forward(&app, &entry, vec![msg], vec![id.clone()], Some(sink)).await {
+        end.reason = "initialize not delivered";
+        return resp;
+    }
+    let body = collect(rx, std::slice::from_ref(&id))
+        .await
+        .pop()
+        .unwrap_or_default();
+    let parsed = Message::parse(&body).ok();
+    match parsed.as_ref().filter(|m| !m.is_error()) {
+        None => {
+            end.reason = "initialize failed";
+            json_response(StatusCode::OK, body)
+        }
+        Some(m) => {
+            end.cmd = None;
+            let version: Option<methods::InitializeParams> = methods::parse_params(m.result());
+            if let Some(v) = version {
+                let mut map = app.sessions.lock().unwrap_or_else(|p| p.into_inner());
+                if let Some(e) = map.get_mut(&sid) {
+                    e.version = Some(v.protocol_version.into());
+                }
+            }
+            debug!(client.id = %client, "HTTP session created");
+            let mut resp = json_response(StatusCode::OK, body);
+            if let Ok(v) = HeaderValue::from_str(&sid) {
+                resp.headers_mut().insert(SESSION_ID, v);
+            }
+            resp
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! Server-Sent Events framing, the per-session replay buffer and the SSE body stream.
+//!
+//! Owns: turning JSON-RPC message bytes into SSE events (`id:` + `data:` lines), the
+//! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption, and the
+//! response body that batches every chunk available into one write.
+//! Never: decides routing (that is the session actor's job) or touches the hub. The
+//! framing and the buffer are pure and unit-tested; only [`sse_body`] uses tokio.
+//!
+//! Invariants: event ids are assigned here, strictly increasing from 1 per session;
+//! the buffer never holds more than `cap` events (oldest dropped first).
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use futures_util::Stream;
+use tokio::sync::mpsc;
+
+/// Interval of the `: keep-alive` comment on idle SSE streams. 15 s is well under the
+/// usual 30–60 s idle timeouts of proxies and of the SDK clients' fetch stacks.
+pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// The comment written when a stream has been silent for [`KEEP_ALIVE`].
+pub(crate) const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
+
+/// Appends one SSE event to `buf`. `data` may contain line breaks (JSON whitespace
+/// from a pretty-printing peer): each line becomes its own `data:` field, which the
+/// client joins back with `\n`, so the JSON stays equivalent.
+pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
+    buf.reserve(data.len() + 24);
+    if let Some(id) = id {
+        buf.put_slice(b"id: ");
+        buf.put_slice(id.to_string().as_bytes());
+        buf.put_u8(b'\n');
+    }
+    let mut rest = data;
+    loop {
+        let end = rest.iter().position(|b| *b == b'\n' || *b == b'\r');
+        let (line, next) = match end {
+            None => (rest, None),
+            Some(i) => {
+                let skip = if rest[i] == b'\r' && rest.get(i + 1) == Some(&b'\n') {
+                    2
+                } else {
+                    1
+                };
+                (&rest[..i], Some(&rest[i + skip..]))
+            }
+        };
+        buf.put_slice(b"data: ");
+        buf.put_slice(line);
+        buf.put_u8(b'\n');
+        match next {
+            Some(n) => rest = n,
+            None => break,
+        }
+    }
+    buf.put_u8(b'\n');
+}
+
+/// One SSE event as its own buffer.
+pub(crate) fn event(id: Option<u64>, data: &[u8]) -> Bytes {
+    let mut buf = BytesMut::new();
+    write_event(&mut buf, id, data);
+    buf.freeze()
+}
+
+/// Parses a `Last-Event-ID` header value; ids we issue are decimal integers.
+pub(crate) fn parse_last_event_id(value: &str) -> Option<u64> {
+    value.trim().parse().ok()
+}
+
+/// The GET stream's events, framed, with their ids, bounded for replay.
+#[derive(Debug)]
+pub(crate) struct ReplayBuffer {
+    cap: usize,
+    /// (id, framed event) in id order.
+    events: VecDeque<(u64, Bytes)>,
+    /// Id of the last event pushed (0 before the first).
+    last_id: u64,
+}
+
+impl ReplayBuffer {
+    pub(crate) fn new(cap: usize) -> Self {
+        ReplayBuffer {
+            cap: cap.max(1),
+            events: VecDeque::new(),
+            last_id: 0,
+        }
+    }
+
+    /// Frames `data` with the next id and keeps it. Returns the new id and, when the
+    /// bound forced the oldest event out, that event's id.
+    pub(crate) fn push(&mut self, data: &[u8]) -> (u64, Option<u64>) {
+        self.last_id += 1;
+        let id = self.last_id;
+        let evicted = if self.events.len() >= self.cap {
+            self.events.pop_front().map(|(old, _)| old)
+        } else {
+            None
+        };
+        self.events.push_back((id, event(Some(id), data)));
+        (id, evicted)
+    }
+
+    pub(crate) fn last_id(&self) -> u64 {
+        self.last_id
+    }
+
+    /// Id of the oldest event still held.
+    pub(crate) fn oldest_id(&self) -> Option<u64> {
+        self.events.front().map(|(id, _)| *id)
+    }
+
+    /// All held events with an id greater than `after`, concatenated into one chunk,
+    /// and the id of the last one. `None` when there is nothing newer.
+    pub(crate) fn chunk_after(&self, after: u64) -> Option<(Bytes, u64)> {
+        // Ids are contiguous, so the start index is arithmetic.
+        let first = self.oldest_id()?;
+        let skip = after.saturating_add(1).saturating_sub(first);
+        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
+        if skip >= self.events.len() {
+            return None;
+        }
+        let mut buf = BytesMut::new();
+        let mut last = after;
+        for (id, ev) in self.events.iter().skip(skip) {
+            buf.extend_from_slice(ev);
+            last = *id;
+        }
+        Some((buf.freeze(), last))
+    }
+}
+
+/// An SSE response body: every chunk the session actor sent, merged with whatever else
+/// is already queued into a single `Bytes` (one write per wake-up, DESIGN.md §6), and a
+/// keep-alive comment after [`KEEP_ALIVE`] of silence. Ends when the actor drops the
+/// sender.
+pub(crate) fn sse_body(
+    rx: mpsc::Receiver<Bytes>,
+) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        let first = tokio::select! {
+            first = rx.recv() => first?,
+            _ = tokio::time::sleep(KEEP_ALIVE) => Bytes::from_static(KEEP_ALIVE_FRAME),
+        };
+        Some((Ok(merge_available(first, &mut rx)), rx))
+    })
+}
+
+/// Appends every chunk already queued in `rx` to `first`.
+pub(crate) fn merge_available(first: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
+    let Ok(second) = rx.try_recv() else {
+        return first;
+    };
+    let mut buf = BytesMut::with_capacity(first.len() + second.len());
+    buf.extend_from_slice(&first);
+    buf.extend_from_slice(&second);
+    while let Ok(more) = rx.try_recv() {
+        buf.extend_from_slice(&more);
+    }
+    buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(b: &[u8]) -> &str {
+        std::str::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn frames_event_with_id_and_data() {
+        assert_eq!(
+            text(&event(Some(7), br#"{"a":1}"#)),
+            "id: 7\ndata: {\"a\":1}\n\n"
+        );
+        assert_eq!(text(&event(None, b"{}")), "data: {}\n\n");
+    }
+
+    #[test]
+    fn splits_line_breaks_into_data_lines() {
+        assert_eq!(
+            text(&event(None, b"{\n\"a\":1\r\n}\r")),
+            "data: {\ndata: \"a\":1\ndata: }\ndata: \n\n"
+        );
+    }
+
+    #[test]
+    fn replay_buffer_assigns_monotonic_ids_and_drops_oldest() {
+        let mut r = ReplayBuffer::new(2);
+        assert_eq!(r.push(b"1"), (1, None));
+        assert_eq!(r.push(b"2"), (2, None));
+        assert_eq!(r.push(b"3"), (3, Some(1)));
+        assert_eq!(r.oldest_id(), Some(2));
+        assert_eq!(r.last_id(), 3);
+    }
+
+    #[test]
+    fn chunk_after_concatenates_newer_events() {
+        let mut r = ReplayBuffer::new(10);
+        for d in [b"a", b"b", b"c"] {
+            r.push(d);
+        }
+        let (chunk, last) = r.chunk_after(1).unwrap();
+        assert_eq!(text(&chunk), "id: 2\ndata: b\n\nid: 3\ndata: c\n\n");
+        assert_eq!(last, 3);
+        assert!(r.chunk_after(3).is_none());
+        assert!(r.chunk_after(99).is_none());
+        assert_eq!(r.chunk_after(0).unwrap().1, 3);
+    }
+
+    #[test]
+    fn chunk_after_an_evicted_id_starts_at_the_oldest_held() {
+        let mut r = ReplayBuffer::new(2);
+        for d in [b"a", b"b", b"c", b"d"] {
+            r.push(d);
+        }
+        let (chunk, last) = r.chunk_after(1).unwrap();
+        assert_eq!(text(&chunk), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
+        assert_eq!(last, 4);
+    }
+
+    #[test]
+    fn empty_buffer_has_nothing() {
+        let r = ReplayBuffer::new(4);
+        assert!(r.chunk_after(0).is_none());
+        assert_eq!(parse_last_event_id(" 12 "), Some(12));
+        assert_eq!(parse_last_event_id("x"), None);
+    }
+
+    #[tokio::test]
+    async fn body_merges_all_queued_chunks_into_one() {
+        use futures_util::StreamExt;
+        let (tx, rx) = mpsc::channel(8);
+        for c in ["a", "b", "c"] {
+            tx.send(Bytes::from(c)).await.unwrap();
+        }
+        drop(tx);
+        let chunks: Vec<_> = sse_body(rx).map(|c| c.unwrap()).collect().await;
+        assert_eq!(chunks, vec![Bytes::from("abc")]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn body_sends_keep_alive_when_silent() {
+        use futures_util::StreamExt;
+        let (tx, rx) = mpsc::channel::<Bytes>(8);
+        let mut body = Box::pin(sse_body(rx));
+        let first = body.next().await.unwrap().unwrap();
+        assert_eq!(&first[..], KEEP_ALIVE_FRAME);
+        drop(tx);
+        assert!(body.next().await.is_none());
+    }
+}

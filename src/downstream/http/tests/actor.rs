@@ -1,0 +1,124 @@
+//! The session actor without HTTP: backpressure and routing rules.
+
+use super::*;
+
+/// Starts a bare session actor (no HTTP) on the fake hub.
+fn actor(outbox_cap: usize) -> (mpsc::Sender<SessionCmd>, Arc<Outbox>, Closed) {
+    let (hub, closed) = fake_hub();
+    let outbox = Outbox::new(outbox_cap);
+    let (fut, cmd) = session::start(session::SessionSpawn {
+        id: "s".into(),
+        client: ClientId(7),
+        outbox: outbox.clone(),
+        hub,
+        sessions: Default::default(),
+        idle: IDLE,
+        replay_events: 8,
+        shutdown: CancellationToken::new(),
+    });
+    tokio::spawn(fut);
+    (cmd, outbox, closed)
+}
+
+fn outbound(kind: OutKind, related: Option<u64>, text: &str) -> Outbound {
+    Outbound {
+        bytes: bytes::Bytes::from(text.to_owned()),
+        kind,
+        related: related.map(RawId::from_u64),
+    }
+}
+
+/// Yields until `cond` holds (the actor runs on the same thread between yields).
+async fn until(mut cond: impl FnMut() -> bool) {
+    for _ in 0..1000 {
+        if cond() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("condition never held");
+}
+
+#[tokio::test]
+async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session() {
+    let (cmd, outbox, mut closed) = actor(2);
+    let (tx, _unread) = mpsc::channel(1);
+    let probe = tx.clone();
+    cmd.send(SessionCmd::Get {
+        last_event_id: None,
+        tx,
+    })
+    .await
+    .unwrap();
+    outbox.push(outbound(OutKind::Notification, None, "a"));
+    until(|| probe.capacity() == 0).await;
+    outbox.push(outbound(OutKind::Notification, None, "b"));
+    until(|| outbox.is_empty()).await;
+    // The stream is full: the actor must leave these in the outbox.
+    outbox.push(outbound(OutKind::Notification, None, "c"));
+    outbox.push(outbound(OutKind::Notification, None, "d"));
+    for _ in 0..50 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(outbox.len(), 2);
+    // A response that cannot be queued makes the hub close the outbox.
+    outbox.push(outbound(OutKind::Response, Some(1), "r"));
+    let (client, reason) = tokio::time::timeout(WAIT, closed.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(client, ClientId(7));
+    assert!(reason.contains("too slow"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
+    let (cmd, outbox, _closed) = actor(8);
+    let (post_tx, post_rx) = mpsc::channel(4);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    let sink = session::PostSink {
+        tx: post_tx,
+        sse: false,
+    };
+    let ids = vec![RawId::from_u64(1)];
+    let post = SessionCmd::Post {
+        ids,
+        sink: Some(sink),
+        ack,
+    };
+    cmd.send(post).await.unwrap();
+    assert_eq!(acked.await.unwrap(), Ok(()));
+    drop(post_rx); // the client disconnected
+    let (get_tx, mut get_rx) = mpsc::channel(4);
+    cmd.send(SessionCmd::Get {
+        last_event_id: None,
+        tx: get_tx,
+    })
+    .await
+    .unwrap();
+    outbox.push(outbound(OutKind::Response, Some(1), "resp"));
+    outbox.push(outbound(OutKind::Notification, None, "note"));
+    let chunk = tokio::time::timeout(WAIT, get_rx.recv()).await.unwrap();
+    assert_eq!(&chunk.unwrap()[..], b"id: 1\ndata: note\n\n");
+}
+
+#[tokio::test]
+async fn a_request_id_already_in_flight_is_refused() {
+    let (cmd, _outbox, _closed) = actor(8);
+    let mut keep = Vec::new();
+    for want in [Ok(()), Err(RawId::from_u64(1))] {
+        let (tx, rx) = mpsc::channel(4);
+        keep.push(rx);
+        let (ack, acked) = tokio::sync::oneshot::channel();
+        let sink = session::PostSink { tx, sse: false };
+        let ids = vec![RawId::from_u64(1)];
+        cmd.send(SessionCmd::Post {
+            ids,
+            sink: Some(sink),
+            ack,
+        })
+        .await
+        .unwrap();
+        assert_eq!(acked.await.unwrap(), want);
+    }
+}

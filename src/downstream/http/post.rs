@@ -70,7 +70,12 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
             let msg = format!(
                 "message too large: the body exceeds limits.max_message_bytes ({limit} bytes)"
             );
-            return error(StatusCode::PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, &msg);
+            // The rest of the body is never read: close the connection so the client
+            // does not reuse it with unread bytes in flight.
+            let mut resp = error(StatusCode::PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, &msg);
+            resp.headers_mut()
+                .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+            return resp;
         }
         Err(BodyError::Read(e)) => {
             debug!(error = %e, "POST body read failed");

@@ -42,6 +42,9 @@ impl Core {
                     .map(|(i, server)| UpstreamSlot {
                         name: server.name.clone(),
                         force_subscribe: server.force_subscribe,
+                        prefix: server.prefix.clone(),
+                        uri_prefixes: server.uri_prefixes.clone(),
+                        last_caps: serde_json::Value::Null,
                         handle: spawn_upstream(
                             UpstreamId(i),
                             server.clone(),

@@ -9,7 +9,8 @@ use crate::downstream::outbox::{OutKind, Outbound};
 use crate::protocol::methods::{self, parse_params, InitializeParams, UriParams};
 use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
 use crate::state::capabilities::{self, UpstreamOffer};
-use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::catalog::ListKind;
+use crate::state::ids::{ClientId, ProxyId, SubKey};
 use crate::state::pending::Origin;
 
 impl Hub {
@@ -59,6 +60,11 @@ impl Hub {
             methods::SUBSCRIBE => self.on_subscribe(client, id, &msg),
             methods::UNSUBSCRIBE => self.on_unsubscribe(client, id, &msg),
             methods::RESOURCES_READ => self.on_read(client, id, msg),
+            methods::LOGGING_SET_LEVEL => self.on_set_level(client, id, &msg),
+            m if ListKind::from_method(m).is_some() => {
+                let kind = ListKind::from_method(m).expect("checked");
+                self.on_list(client, id, &msg, kind);
+            }
             _ => self.forward_request(client, id, msg),
         }
     }
@@ -129,12 +135,6 @@ impl Hub {
         self.reply(client, &id, result);
     }
 
-    /// Resolves which upstream owns a resource URI.
-    pub(super) fn route_uri(&self, _uri: &str) -> Option<UpstreamId> {
-        // One upstream owns everything until aggregation (issue 4) adds the URI table.
-        (!self.upstreams.is_empty()).then_some(UpstreamId(0))
-    }
-
     fn on_subscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
         let Some(UriParams { uri }) = parse_params(msg.params()) else {
             return self.reply_error(
@@ -155,7 +155,7 @@ impl Hub {
         ) {
             return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
         }
-        let Some(upstream) = self.route_uri(&uri) else {
+        let Some((upstream, upstream_uri)) = self.route_uri(&uri) else {
             return self.reply_error(
                 client,
                 &id,
@@ -163,7 +163,7 @@ impl Hub {
                 &format!("no upstream serves {uri}"),
             );
         };
-        let key = SubKey::new(upstream, &uri);
+        let key = SubKey::new(upstream, &upstream_uri);
         let slot = &self.upstreams[upstream.0];
         let subscribable = match &slot.status {
             UpstreamStatus::Ready(info) => UpstreamOffer {
@@ -208,8 +208,8 @@ impl Hub {
                 "resources/unsubscribe needs params.uri (string)",
             );
         };
-        if let Some(upstream) = self.route_uri(&uri) {
-            let key = SubKey::new(upstream, &uri);
+        if let Some((upstream, upstream_uri)) = self.route_uri(&uri) {
+            let key = SubKey::new(upstream, &upstream_uri);
             let effects = self
                 .subs
                 .unsubscribe(client, &key, Instant::now().into_std());
@@ -220,13 +220,9 @@ impl Hub {
 
     /// Forwards a request to its upstream under a proxy id; the answer is mapped back.
     pub(super) fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
-        let Some(upstream) = self.route_request(&msg) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::METHOD_NOT_FOUND,
-                "no upstream serves this request",
-            );
+        let upstream = match self.route_request(&mut msg) {
+            Ok(u) => u,
+            Err((code, why)) => return self.reply_error(client, &id, code, &why),
         };
         if self.upstream_ready(upstream).is_none() {
             let why = format!(
@@ -262,11 +258,6 @@ impl Hub {
             rewrite_progress_token(&mut msg, json!(pid.0));
         }
         self.dispatch_upstream(upstream, pid, &msg);
-    }
-
-    fn route_request(&self, _msg: &Message) -> Option<UpstreamId> {
-        // One upstream serves every request until aggregation (issue 4).
-        (!self.upstreams.is_empty()).then_some(UpstreamId(0))
     }
 
     fn on_client_notification(&mut self, client: ClientId, msg: Message) {

@@ -92,7 +92,11 @@ impl Hub {
                 let err = json!({"code": code, "message": message}).to_string();
                 self.finish_read(&key, generation, Err(&err));
             }
-            Origin::Unsubscribe(_) | Origin::Internal(_) => {}
+            Origin::ListPart { agg, kind, cursor } => {
+                let err = json!({"code": code, "message": message});
+                self.list_part_done(entry.upstream, agg, kind, cursor, Err(err));
+            }
+            Origin::CatalogFetch { .. } | Origin::Unsubscribe(_) | Origin::Internal(_) => {}
         }
     }
 

@@ -12,6 +12,7 @@ use super::{Hub, UpstreamStatus};
 use crate::downstream::outbox::OutKind;
 use crate::protocol::methods::{self, parse_params, UriParams};
 use crate::protocol::{code, Kind, Message, RawId};
+use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::{ClientBound, Origin};
 use crate::upstream::UpstreamEvent;
@@ -38,9 +39,11 @@ impl Hub {
         let slot = &mut self.upstreams[upstream.0];
         let restart = slot.was_ready;
         tracing::info!(upstream = %slot.name, restart, server = %info.server_info, "upstream ready");
+        slot.last_caps = info.capabilities.clone();
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
         self.cache.clear_upstream(upstream);
+        self.refresh_catalog(upstream, &ListKind::ALL);
         if restart {
             // A fresh session holds no subscriptions: take them again, and tell every
             // holder that changes may have been missed.
@@ -83,6 +86,13 @@ impl Hub {
         }
         self.subs.upstream_lost(upstream);
         self.cache.clear_upstream(upstream);
+        for kind in ListKind::ALL {
+            self.catalog.forget(upstream, kind);
+        }
+        if self.upstreams[upstream.0].was_ready {
+            // Its tools, prompts and resources are gone from the merged lists.
+            self.broadcast_list_changed(upstream);
+        }
         for bound in self.pending.drop_client_bound(|b| b.upstream == upstream) {
             // The client may still answer; the answer will find nothing and be dropped.
             tracing::debug!(client = %bound.client, "server request orphaned by upstream exit");
@@ -130,6 +140,14 @@ impl Hub {
                     Err("{\"code\":-32603,\"message\":\"empty upstream response\"}"),
                 ),
             },
+            Origin::ListPart { agg, kind, cursor } => {
+                let outcome = response_outcome(&msg);
+                self.list_part_done(upstream, agg, kind, cursor, outcome);
+            }
+            Origin::CatalogFetch { kind, cursor, page } => {
+                let outcome = response_outcome(&msg);
+                self.catalog_page(upstream, kind, cursor, page, outcome);
+            }
             Origin::Unsubscribe(key) => {
                 if let Some(e) = msg.error() {
                     tracing::debug!(uri = %key.uri, error = e.get(), "upstream refused resources/unsubscribe");
@@ -162,12 +180,33 @@ impl Hub {
                 if holders.is_empty() {
                     return;
                 }
-                // Serialized once; `_meta` and unknown members travel untouched.
+                // Serialized once; `_meta` and unknown members travel untouched. A
+                // namespaced upstream's URI is shown as the clients know it.
+                let exposed = self.catalog.expose_uri(upstream, &uri);
+                if exposed != uri {
+                    super::routing::set_param(&mut msg, &["uri"], &exposed);
+                }
                 let out = notification_out(msg.to_bytes(), update_key(&key), None);
                 self.fan_out(&holders, &out);
             }
             m if methods::is_list_changed(m) => {
+                let kinds = ListKind::changed_by(m);
+                self.refresh_catalog(upstream, kinds);
                 self.broadcast(&msg, OutKind::Coalescible(method.as_str().into()));
+            }
+            methods::LOG_MESSAGE => {
+                let level: Option<String> = msg
+                    .params()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["level"].as_str().map(str::to_owned));
+                let out = notification_out(msg.to_bytes(), OutKind::Notification, None);
+                let clients: Vec<ClientId> = self
+                    .clients
+                    .iter()
+                    .filter(|(id, c)| c.init.is_some() && self.wants_log(**id, level.as_deref()))
+                    .map(|(id, _)| *id)
+                    .collect();
+                self.fan_out(&clients, &out);
             }
             methods::PROGRESS => {
                 let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId)
@@ -254,6 +293,23 @@ impl Hub {
         );
     }
 
+    /// Tells every client that the lists an upstream contributes may have changed.
+    fn broadcast_list_changed(&mut self, upstream: UpstreamId) {
+        let caps = self.upstreams[upstream.0].last_caps.clone();
+        for (cap, method) in [
+            ("tools", methods::TOOLS_LIST_CHANGED),
+            ("prompts", methods::PROMPTS_LIST_CHANGED),
+            ("resources", methods::RESOURCES_LIST_CHANGED),
+        ] {
+            if caps[cap].is_object() {
+                self.broadcast(
+                    &Message::notification(method, None),
+                    OutKind::Coalescible(method.into()),
+                );
+            }
+        }
+    }
+
     /// Sends a notification to every initialized client.
     fn broadcast(&mut self, msg: &Message, kind: OutKind) {
         let clients: Vec<ClientId> = self
@@ -264,6 +320,18 @@ impl Hub {
             .collect();
         let out = notification_out(msg.to_bytes(), kind, None);
         self.fan_out(&clients, &out);
+    }
+}
+
+/// A response as `Ok(result)` or `Err(error object)`.
+fn response_outcome(msg: &Message) -> Result<serde_json::Value, serde_json::Value> {
+    let parse = |r: &serde_json::value::RawValue| serde_json::from_str(r.get()).unwrap_or_default();
+    match (msg.result(), msg.error()) {
+        (Some(r), _) => Ok(parse(r)),
+        (None, Some(e)) => Err(parse(e)),
+        (None, None) => {
+            Err(json!({"code": code::INTERNAL_ERROR, "message": "empty upstream response"}))
+        }
     }
 }
 

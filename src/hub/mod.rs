@@ -13,7 +13,9 @@ mod client;
 mod effects;
 mod from_upstream;
 pub mod handle;
+mod lists;
 mod read;
+mod routing;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use crate::config::{ClientCapabilityPolicy, Config};
 use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
+use crate::state::catalog::{Catalog, UpstreamNaming};
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
@@ -74,6 +77,13 @@ pub struct UpstreamSlot {
     pub name: String,
     pub handle: UpstreamHandle,
     pub force_subscribe: bool,
+    /// Namespace for its tools, prompts and URIs (`servers.NAME.prefix`).
+    pub prefix: Option<String>,
+    /// URI prefixes routed to it (`servers.NAME.uri_prefixes`).
+    pub uri_prefixes: Vec<String>,
+    /// Capabilities from its last successful `initialize` (kept while it is down, so
+    /// requests for it get "not available" rather than "unknown").
+    pub(crate) last_caps: serde_json::Value,
     pub status: UpstreamStatus,
     /// Whether it has ever been ready (a later `Ready` is a restart).
     pub(crate) was_ready: bool,
@@ -124,6 +134,13 @@ pub struct Hub {
     subs: SubscriptionRegistry<Waiter>,
     pending: PendingTable,
     cache: ReadCache,
+    catalog: Catalog,
+    /// Client list requests being assembled from several upstreams.
+    lists: HashMap<u64, lists::ListAgg>,
+    next_list: u64,
+    /// `logging/setLevel` per client, and the level last set upstream.
+    log_levels: HashMap<ClientId, u8>,
+    upstream_log_level: Option<u8>,
     /// Request deadlines, by proxy id, so answered requests can drop their timer.
     request_timers: HashMap<ProxyId, delay_queue::Key>,
     timers: DelayQueue<Timer>,
@@ -141,6 +158,19 @@ impl Hub {
         Hub {
             subs: SubscriptionRegistry::new(settings.linger),
             cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
+            catalog: Catalog::new(
+                upstreams
+                    .iter()
+                    .map(|u| UpstreamNaming {
+                        prefix: u.prefix.clone(),
+                        uri_prefixes: u.uri_prefixes.clone(),
+                    })
+                    .collect(),
+            ),
+            lists: HashMap::new(),
+            next_list: 0,
+            log_levels: HashMap::new(),
+            upstream_log_level: None,
             settings,
             clients: HashMap::new(),
             upstreams,
@@ -245,6 +275,10 @@ impl Hub {
         state.outbox.close(CloseReason::Closed);
         self.deferred_inits.retain(|(c, _)| *c != client);
         self.cache.forget_waiter(|(c, _)| *c == client);
+        self.lists.retain(|_, agg| agg.client != client);
+        if self.log_levels.remove(&client).is_some() {
+            self.sync_log_level();
+        }
         let effects = self.subs.remove_client(client, Instant::now().into_std());
         self.apply_sub_effects(effects);
         for (pid, entry) in self.pending.drop_client(client) {

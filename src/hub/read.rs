@@ -22,7 +22,7 @@ impl Hub {
                 "resources/read needs params.uri (string)",
             );
         };
-        let Some(upstream) = self.route_uri(&uri) else {
+        let Some((upstream, upstream_uri)) = self.route_uri(&uri) else {
             return self.reply_error(
                 client,
                 &id,
@@ -30,7 +30,7 @@ impl Hub {
                 &format!("no upstream serves {uri}"),
             );
         };
-        let key = SubKey::new(upstream, &uri);
+        let key = SubKey::new(upstream, &upstream_uri);
         // Only reads of watched URIs are shared or cached; a request with a progress
         // token keeps its own stream of progress, so it goes on its own.
         if !self.subs.is_active(&key) || methods::progress_token(msg.params()).is_some() {
@@ -63,6 +63,9 @@ impl Hub {
                     .register(upstream, origin)
                     .expect("internal ids are unique");
                 let mut msg = msg;
+                if upstream_uri != uri {
+                    super::routing::set_param(&mut msg, &["uri"], &upstream_uri);
+                }
                 msg.set_id(&RawId::from_u64(pid.0));
                 self.dispatch_upstream(upstream, pid, &msg);
             }

@@ -43,6 +43,9 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
                 name: "up".into(),
                 handle: UpstreamHandle { tx: up_tx },
                 force_subscribe: false,
+                prefix: None,
+                uri_prefixes: vec![],
+                last_caps: Value::Null,
                 status: UpstreamStatus::Starting,
                 was_ready: false,
             }]
@@ -58,11 +61,13 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
     hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
         .await
         .unwrap();
-    Rig {
+    let mut rig = Rig {
         hub,
         up_rx,
         _stop: stop,
-    }
+    };
+    rig.answer_catalog_fetches().await;
+    rig
 }
 
 async fn rig() -> Rig {
@@ -110,6 +115,22 @@ impl Rig {
             out.push(Message::parse(&b).unwrap());
         }
         out
+    }
+
+    /// On ready the hub lists what the upstream offers (for routing); answer with
+    /// empty lists so each test starts with a quiet upstream channel.
+    async fn answer_catalog_fetches(&mut self) {
+        for m in self.upstream_msgs().await {
+            let key = match m.method() {
+                Some("tools/list") => "tools",
+                Some("prompts/list") => "prompts",
+                Some("resources/list") => "resources",
+                Some("resources/templates/list") => "resourceTemplates",
+                other => panic!("unexpected upstream message at start: {other:?}"),
+            };
+            self.answer(&m, json!({ key: [] })).await;
+        }
+        self.sync().await;
     }
 
     async fn answer(&self, req: &Message, result: Value) {
@@ -425,9 +446,23 @@ async fn upstream_death_fails_pending_requests_at_once() {
         )
         .await
         .unwrap();
-    let v = c.next().await;
+    r.sync().await;
+    let got = c.pending();
+    let v = &got[0];
     assert_eq!(v["error"]["code"], -32000);
     assert!(v["error"]["message"].as_str().unwrap().contains("exited"));
+    // Its tools and resources leave the merged lists: clients are told to re-list.
+    let methods: Vec<&str> = got[1..]
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods,
+        vec![
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
     // While it is down, new requests fail fast too.
     assert_eq!(
         c.call("tools/call", json!({"name": "x"})).await["error"]["code"],
@@ -463,7 +498,11 @@ async fn upstream_restart_resubscribes_and_tells_holders() {
         .await
         .unwrap();
     let up = r.upstream_msgs().await;
-    assert_eq!(methods_of(&up), vec!["resources/subscribe"]);
+    let subs: Vec<&str> = methods_of(&up)
+        .into_iter()
+        .filter(|m| !m.ends_with("/list"))
+        .collect();
+    assert_eq!(subs, vec!["resources/subscribe"]);
     let got = c.pending();
     assert!(
         got.iter()

@@ -3,6 +3,7 @@
 
 pub mod cache;
 pub mod capabilities;
+pub mod catalog;
 pub mod ids;
 pub mod pending;
 pub mod subscriptions;

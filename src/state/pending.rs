@@ -14,6 +14,7 @@
 use std::collections::HashMap;
 
 use crate::protocol::RawId;
+use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, IdAlloc, ProxyId, SubKey, UpstreamId};
 
 /// Who is waiting for the answer to an upstream-bound request.
@@ -36,6 +37,18 @@ pub enum Origin {
     /// The one upstream `resources/read` serving every waiter of a cache key; the
     /// waiters live in the read cache's single-flight table.
     Read { key: SubKey, generation: u64 },
+    /// One upstream's page of a client list request being assembled.
+    ListPart {
+        agg: u64,
+        kind: ListKind,
+        cursor: Option<String>,
+    },
+    /// A page the hub fetches to know what an upstream offers (routing table).
+    CatalogFetch {
+        kind: ListKind,
+        cursor: Option<String>,
+        page: u32,
+    },
     /// A request of the hub's own whose answer is only logged.
     Internal(&'static str),
 }

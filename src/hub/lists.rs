@@ -1,0 +1,314 @@
+//! Lists merged across upstreams with proxy cursors, the catalog the hub keeps for
+//! routing, and per-client logging levels over one shared upstream session.
+//!
+//! A client list request names, through its proxy cursor, the upstreams still paging
+//! and their own cursors (none at first: every upstream offering the list). Each part
+//! is served from the catalog when that upstream declares `listChanged` for it (then a
+//! `list_changed` will tell us when the page is stale), else fetched. The merged page
+//! is the parts' items in config order, namespaced, first server winning collisions.
+
+use serde_json::{json, Value};
+
+use super::Hub;
+use crate::protocol::methods;
+use crate::protocol::{code, Message, RawId};
+use crate::state::catalog::{decode_cursor, encode_cursor, ListKind, Page};
+use crate::state::ids::{ClientId, UpstreamId};
+use crate::state::pending::Origin;
+
+/// Most pages the hub fetches of one upstream list for its routing table.
+pub const MAX_CATALOG_PAGES: u32 = 100;
+
+/// RFC 5424 levels, most verbose first.
+const LEVELS: [&str; 8] = [
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+];
+
+/// One client list request being assembled.
+#[derive(Debug)]
+pub(crate) struct ListAgg {
+    pub client: ClientId,
+    id: RawId,
+    kind: ListKind,
+    /// Per upstream: its cursor, and its page once known (`Err` = it failed).
+    parts: Vec<(UpstreamId, Option<String>, Option<Result<Page, Value>>)>,
+}
+
+impl Hub {
+    pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {
+        let cursor = msg
+            .params()
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get("cursor").cloned());
+        let parts: Vec<(UpstreamId, Option<String>)> = match cursor {
+            None | Some(Value::Null) => self
+                .candidates(kind.capability())
+                .into_iter()
+                .filter(|u| self.upstream_ready(*u).is_some())
+                .map(|u| (u, None))
+                .collect(),
+            Some(Value::String(c)) => match decode_cursor(&c, self.upstreams.len()) {
+                Some(p) => p,
+                None => {
+                    return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor")
+                }
+            },
+            Some(_) => {
+                return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor")
+            }
+        };
+        self.next_list += 1;
+        let agg_id = self.next_list;
+        let mut agg = ListAgg {
+            client,
+            id,
+            kind,
+            parts: parts.into_iter().map(|(u, c)| (u, c, None)).collect(),
+        };
+        let mut fetch = Vec::new();
+        for (u, cursor, slot) in agg.parts.iter_mut() {
+            let cached = self
+                .lists_cacheable(*u, kind)
+                .then(|| self.catalog.page(*u, kind, cursor))
+                .flatten();
+            if let Some(page) = cached {
+                *slot = Some(Ok(page.clone()));
+            } else if self.upstream_ready(*u).is_none() {
+                *slot = Some(Err(
+                    json!({"code": code::UPSTREAM_UNAVAILABLE, "message": "upstream not available"}),
+                ));
+            } else {
+                fetch.push((*u, cursor.clone()));
+            }
+        }
+        self.lists.insert(agg_id, agg);
+        for (u, cursor) in fetch {
+            let origin = Origin::ListPart {
+                agg: agg_id,
+                kind,
+                cursor: cursor.clone(),
+            };
+            self.send_list_request(u, kind, cursor, origin);
+        }
+        self.try_finish_list(agg_id);
+    }
+
+    /// Whether pages of this list may be served from the catalog: only when the
+    /// upstream promised to say when they change.
+    fn lists_cacheable(&self, u: UpstreamId, kind: ListKind) -> bool {
+        self.upstream_ready(u).is_some_and(|i| {
+            i.capabilities[kind.capability()]["listChanged"].as_bool() == Some(true)
+        })
+    }
+
+    fn send_list_request(
+        &mut self,
+        u: UpstreamId,
+        kind: ListKind,
+        cursor: Option<String>,
+        origin: Origin,
+    ) {
+        let pid = self
+            .pending
+            .register(u, origin)
+            .expect("internal ids are unique");
+        let params = match &cursor {
+            Some(c) => json!({"cursor": c}),
+            None => json!({}),
+        };
+        let m = Message::request(&RawId::from_u64(pid.0), kind.method(), Some(&params));
+        self.dispatch_upstream(u, pid, &m);
+    }
+
+    /// An upstream answered (or failed) one part of a list request.
+    pub(super) fn list_part_done(
+        &mut self,
+        u: UpstreamId,
+        agg: u64,
+        kind: ListKind,
+        cursor: Option<String>,
+        outcome: Result<Value, Value>,
+    ) {
+        let outcome = outcome.map(|result| {
+            let page = page_of(kind, &result);
+            self.record_page(u, kind, cursor.clone(), page.clone());
+            page
+        });
+        if let Some(a) = self.lists.get_mut(&agg) {
+            if let Some(part) = a
+                .parts
+                .iter_mut()
+                .find(|(pu, pc, slot)| *pu == u && *pc == cursor && slot.is_none())
+            {
+                part.2 = Some(outcome);
+            }
+        }
+        self.try_finish_list(agg);
+    }
+
+    fn try_finish_list(&mut self, agg_id: u64) {
+        if self
+            .lists
+            .get(&agg_id)
+            .is_none_or(|a| a.parts.iter().any(|p| p.2.is_none()))
+        {
+            return;
+        }
+        let agg = self.lists.remove(&agg_id).expect("checked");
+        let mut items = Vec::new();
+        let mut next = Vec::new();
+        let mut first_error = None;
+        let mut any_ok = agg.parts.is_empty();
+        for (u, _, outcome) in &agg.parts {
+            match outcome.as_ref().expect("all parts done") {
+                Ok(page) => {
+                    any_ok = true;
+                    items.extend(self.catalog.present(*u, agg.kind, &page.items));
+                    if let Some(c) = &page.next {
+                        next.push((*u, Some(c.clone())));
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %self.upstreams[u.0].name, error = %e, method = agg.kind.method(), "list part failed; left out");
+                    first_error.get_or_insert_with(|| e.clone());
+                }
+            }
+        }
+        if !any_ok {
+            let e = first_error.expect("no part succeeded, so one failed");
+            let m = super::effects::error_with_object(&agg.id, &e);
+            return self.push_response(agg.client, &agg.id, m);
+        }
+        let mut result = json!({ agg.kind.items_key(): items });
+        if !next.is_empty() {
+            result["nextCursor"] = json!(encode_cursor(&next));
+        }
+        self.reply(agg.client, &agg.id, result);
+    }
+
+    fn record_page(&mut self, u: UpstreamId, kind: ListKind, cursor: Option<String>, page: Page) {
+        for hidden in self.catalog.record(u, kind, cursor, page) {
+            tracing::warn!(upstream = %self.upstreams[u.0].name, name = %hidden, "name already offered by an earlier server; hidden (set servers.NAME.prefix to show both)");
+        }
+    }
+
+    /// Learns (again) what an upstream offers, for routing: every list it declares.
+    pub(super) fn refresh_catalog(&mut self, u: UpstreamId, kinds: &[ListKind]) {
+        for &kind in kinds {
+            self.catalog.forget(u, kind);
+            let offered = self
+                .upstream_ready(u)
+                .is_some_and(|i| i.capabilities[kind.capability()].is_object());
+            if offered {
+                let origin = Origin::CatalogFetch {
+                    kind,
+                    cursor: None,
+                    page: 0,
+                };
+                self.send_list_request(u, kind, None, origin);
+            }
+        }
+    }
+
+    pub(super) fn catalog_page(
+        &mut self,
+        u: UpstreamId,
+        kind: ListKind,
+        cursor: Option<String>,
+        page_no: u32,
+        result: Result<Value, Value>,
+    ) {
+        let Ok(result) = result else {
+            tracing::debug!(upstream = %self.upstreams[u.0].name, method = kind.method(), "catalog fetch failed");
+            return;
+        };
+        let page = page_of(kind, &result);
+        let next = page.next.clone();
+        self.record_page(u, kind, cursor, page);
+        match next {
+            Some(c) if page_no + 1 < MAX_CATALOG_PAGES => {
+                let origin = Origin::CatalogFetch {
+                    kind,
+                    cursor: Some(c.clone()),
+                    page: page_no + 1,
+                };
+                self.send_list_request(u, kind, Some(c), origin);
+            }
+            Some(_) => {
+                tracing::warn!(upstream = %self.upstreams[u.0].name, method = kind.method(), "more than {MAX_CATALOG_PAGES} pages; routing knows only the first")
+            }
+            None => {}
+        }
+    }
+
+    /// `logging/setLevel` from one client: remembered per client; the shared
+    /// upstream sessions are set to the most verbose level any client asked for.
+    pub(super) fn on_set_level(&mut self, client: ClientId, id: RawId, msg: &Message) {
+        let level = msg
+            .params()
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| {
+                p["level"]
+                    .as_str()
+                    .and_then(|l| LEVELS.iter().position(|x| *x == l))
+            });
+        let Some(level) = level else {
+            return self.reply_error(client, &id, code::INVALID_PARAMS, "logging/setLevel needs params.level: one of debug, info, notice, warning, error, critical, alert, emergency");
+        };
+        self.log_levels.insert(client, level as u8);
+        self.reply(client, &id, json!({}));
+        self.sync_log_level();
+    }
+
+    /// Sends `logging/setLevel` upstream when the most verbose requested level changes.
+    pub(super) fn sync_log_level(&mut self) {
+        let wanted = self.log_levels.values().min().copied();
+        if wanted == self.upstream_log_level || wanted.is_none() {
+            return;
+        }
+        self.upstream_log_level = wanted;
+        let level = LEVELS[usize::from(wanted.expect("checked"))];
+        for u in self.candidates("logging") {
+            if self.upstream_ready(u).is_some() {
+                let pid = self
+                    .pending
+                    .register(u, Origin::Internal(methods::LOGGING_SET_LEVEL))
+                    .expect("unique");
+                let m = Message::request(
+                    &RawId::from_u64(pid.0),
+                    methods::LOGGING_SET_LEVEL,
+                    Some(&json!({"level": level})),
+                );
+                self.dispatch_upstream(u, pid, &m);
+            }
+        }
+    }
+
+    /// Whether a `notifications/message` at `level` goes to this client.
+    pub(super) fn wants_log(&self, client: ClientId, level: Option<&str>) -> bool {
+        let Some(min) = self.log_levels.get(&client) else {
+            return true;
+        };
+        let lvl = level
+            .and_then(|l| LEVELS.iter().position(|x| *x == l))
+            .unwrap_or(LEVELS.len() - 1);
+        lvl >= usize::from(*min)
+    }
+}
+
+fn page_of(kind: ListKind, result: &Value) -> Page {
+    Page {
+        items: result[kind.items_key()]
+            .as_array()
+            .cloned()
+            .unwrap_or_default(),
+        next: result["nextCursor"].as_str().map(str::to_owned),
+    }
+}

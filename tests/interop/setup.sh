@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs the interop test peers, pinned by the committed lock files, from the package
+# registries only:
+#   - npm:  tests/interop/node_modules from package-lock.json (npm ci)
+#           (@modelcontextprotocol/sdk, @modelcontextprotocol/server-everything)
+#   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
+#           (mcp and every transitive dependency)
+# Idempotent: each half is skipped when a stamp records that it was done for the current
+# lock file (sha256) and runtime. Safe to run concurrently (flock). Needs node >= 20, npm,
+# python >= 3.10 (python3.11 preferred; override with PYTHON=...).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+cd "$here"
+
+log() { echo "interop/setup.sh: $*" >&2; }
+
+# One installer at a time (cargo may run this from several test binaries at once).
+exec 9>"$here/.setup.lock"
+if command -v flock >/dev/null 2>&1; then
+  flock 9
+fi
+
+sha() { sha256sum "$@" | awk '{print $1}' | sha256sum | awk '{print $1}'; }
+
+# ---- npm ----------------------------------------------------------------------------
+command -v node >/dev/null || { log "node not found (need node >= 20)"; exit 1; }
+command -v npm >/dev/null || { log "npm not found"; exit 1; }
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 20 ]; then
+  log "node $(node --version) is too old (need >= 20)"
+  exit 1
+fi
+npm_stamp_want="$(sha package-lock.json package.json) node$node_major"
+npm_stamp="node_modules/.mcpmux-setup-stamp"
+if [ -f "$npm_stamp" ] && [ "$(cat "$npm_stamp")" = "$npm_stamp_want" ] \
+   && [ -f node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
+   && [ -d node_modules/@modelcontextprotocol/sdk ]; then
+  log "node_modules up to date"
+else
+  log "npm ci ($(npm --version))"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$npm_stamp_want" > "$npm_stamp"
+fi
+
+# ---- python -------------------------------------------------------------------------
+py="${PYTHON:-}"
+if [ -z "$py" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1; then py="$cand"; break; fi
+  done
+fi
+[ -n "$py" ] || { log "python3 not found (need >= 3.10)"; exit 1; }
+if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
+  log "$py is $("$py" --version 2>&1); need >= 3.10"
+  exit 1
+fi
+py_id="$("$py" -c 'import sys; print(sys.implementation.name, *sys.version_info[:3])')"
+venv_stamp_want="$(sha python/requirements.lock) $py_id"
+venv_stamp=".venv/.mcpmux-setup-stamp"
+if [ -f "$venv_stamp" ] && [ "$(cat "$venv_stamp")" = "$venv_stamp_want" ] \
+   && .venv/bin/python -c 'import mcp' >/dev/null 2>&1; then
+  log ".venv up to date"
+else
+  log "creating .venv with $py ($py_id) and installing python/requirements.lock"
+  rm -rf .venv
+  "$py" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
+    --require-hashes -r python/requirements.lock
+  .venv/bin/python -c 'import mcp, mcp_types, anyio'
+  echo "$venv_stamp_want" > "$venv_stamp"
+fi
+log "ready"

@@ -80,7 +80,10 @@ struct TempPath(PathBuf);
 impl TempPath {
     fn new(stem: &str, ext: &str) -> Self {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
         let name = format!(
             "mcpmux-interop-{}-{}-{}-{}.{}",
             std::process::id(),
@@ -156,7 +159,10 @@ fn start_mcpmux(config_toml: &str) -> (Mcpmux, String) {
         .arg("--config")
         .arg(config.path())
         .current_dir(manifest_dir())
-        .env("RUST_LOG", std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()))
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr_file))
@@ -188,7 +194,11 @@ fn start_mcpmux(config_toml: &str) -> (Mcpmux, String) {
         }
     });
 
-    let mut guard = Mcpmux { child, _config: config, stderr };
+    let mut guard = Mcpmux {
+        child,
+        _config: config,
+        stderr,
+    };
     let line = match rx.recv_timeout(LISTEN_TIMEOUT) {
         Ok(line) => line,
         Err(mpsc::RecvTimeoutError::Disconnected) => {
@@ -235,7 +245,11 @@ fn everything_config(log: &Path) -> String {
     let dir = interop_dir();
     let record = dir.join("record.mjs");
     let everything = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(everything.is_file(), "server-everything entry point missing: {}", everything.display());
+    assert!(
+        everything.is_file(),
+        "server-everything entry point missing: {}",
+        everything.display()
+    );
     let args = [
         record.display().to_string(),
         log.display().to_string(),
@@ -298,7 +312,10 @@ fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
     if timed_out {
         kill_group(pid);
     }
-    let status = waiter.join().expect("waiter thread").expect("wait for peer");
+    let status = waiter
+        .join()
+        .expect("waiter thread")
+        .expect("wait for peer");
     let stdout = out_t.join().unwrap_or_default();
     let stderr = err_t.join().unwrap_or_default();
     assert!(
@@ -307,7 +324,11 @@ fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
         program.display(),
         args
     );
-    Run { status, stdout, stderr }
+    Run {
+        status,
+        stdout,
+        stderr,
+    }
 }
 
 /// Every line mcpmux sent to the upstream, parsed.
@@ -315,7 +336,10 @@ fn upstream_messages(log: &TempPath) -> Vec<Value> {
     log.read()
         .lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("upstream log line is not JSON ({e}): {l}")))
+        .map(|l| {
+            serde_json::from_str(l)
+                .unwrap_or_else(|e| panic!("upstream log line is not JSON ({e}): {l}"))
+        })
         .collect()
 }
 
@@ -337,8 +361,14 @@ fn count_tool_calls(msgs: &[Value], tool: &str) -> usize {
 fn summarize(msgs: &[Value]) -> String {
     msgs.iter()
         .map(|m| {
-            let method = m.get("method").and_then(Value::as_str).unwrap_or("<response>");
-            match m.pointer("/params/uri").or_else(|| m.pointer("/params/name")) {
+            let method = m
+                .get("method")
+                .and_then(Value::as_str)
+                .unwrap_or("<response>");
+            match m
+                .pointer("/params/uri")
+                .or_else(|| m.pointer("/params/name"))
+            {
                 Some(v) => format!("{method} {v}"),
                 None => method.to_string(),
             }
@@ -350,7 +380,11 @@ fn summarize(msgs: &[Value]) -> String {
 /// The checks both tests make on what reached server-everything through mcpmux.
 fn assert_one_upstream_subscription(msgs: &[Value], uri: &str, context: &str) {
     let report = format!("{context}\n--- upstream received ---\n{}", summarize(msgs));
-    assert_eq!(count_method(msgs, "initialize", None), 1, "expected exactly one upstream initialize (one shared session)\n{report}");
+    assert_eq!(
+        count_method(msgs, "initialize", None),
+        1,
+        "expected exactly one upstream initialize (one shared session)\n{report}"
+    );
     assert_eq!(
         count_method(msgs, "resources/subscribe", Some(uri)),
         1,
@@ -385,7 +419,11 @@ fn ts_sdk_clients_share_one_upstream_subscription() {
 
     let script = interop_dir().join("clients.mjs");
     let script = script.to_str().expect("utf-8 path");
-    let run = run_peer(&node(), &[script, "fanout", &url, "--clients", "3", "--uri", DOC_URI], SCENARIO_TIMEOUT);
+    let run = run_peer(
+        &node(),
+        &[script, "fanout", &url, "--clients", "3", "--uri", DOC_URI],
+        SCENARIO_TIMEOUT,
+    );
     let context = || {
         format!(
             "clients.mjs fanout exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
@@ -395,23 +433,39 @@ fn ts_sdk_clients_share_one_upstream_subscription() {
             mcpmux.logs()
         )
     };
-    assert!(run.status.success(), "TS SDK fanout scenario failed through mcpmux\n{}", context());
+    assert!(
+        run.status.success(),
+        "TS SDK fanout scenario failed through mcpmux\n{}",
+        context()
+    );
 
     let line = run.stdout.lines().last().unwrap_or_default();
-    let result: Value =
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("clients.mjs printed no JSON result ({e})\n{}", context()));
+    let result: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("clients.mjs printed no JSON result ({e})\n{}", context()));
     assert_eq!(result["clients"], 3, "{}", context());
     assert_eq!(result["uri"], DOC_URI, "{}", context());
     assert_eq!(result["toggles"], 1, "{}", context());
-    assert!(result["tools"].as_u64().unwrap_or(0) >= 2, "tools/list through mcpmux is too short\n{}", context());
-    let per_client = result["updatesPerClient"].as_array().cloned().unwrap_or_default();
+    assert!(
+        result["tools"].as_u64().unwrap_or(0) >= 2,
+        "tools/list through mcpmux is too short\n{}",
+        context()
+    );
+    let per_client = result["updatesPerClient"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     assert_eq!(per_client.len(), 3, "{}", context());
     assert!(
         per_client.iter().all(|n| n.as_u64().unwrap_or(0) >= 1),
         "every client must receive the update fanned out from the one upstream subscription\n{}",
         context()
     );
-    assert_eq!(result["afterUnsubscribe"], 0, "updates reached clients after they unsubscribed\n{}", context());
+    assert_eq!(
+        result["afterUnsubscribe"],
+        0,
+        "updates reached clients after they unsubscribed\n{}",
+        context()
+    );
 
     assert_one_upstream_subscription(&upstream_messages(&log), DOC_URI, &context());
 }
@@ -435,13 +489,94 @@ fn python_client_subscribes_through_mcpmux() {
             mcpmux.logs()
         )
     };
-    assert!(run.status.success(), "Python SDK client failed through mcpmux\n{}", context());
+    assert!(
+        run.status.success(),
+        "Python SDK client failed through mcpmux\n{}",
+        context()
+    );
 
     let line = run.stdout.lines().last().unwrap_or_default();
-    let result: Value =
-        serde_json::from_str(line).unwrap_or_else(|e| panic!("subscribe.py printed no JSON result ({e})\n{}", context()));
+    let result: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("subscribe.py printed no JSON result ({e})\n{}", context()));
     assert_eq!(result["uri"], DOC_URI, "{}", context());
-    assert!(result["updates"].as_u64().unwrap_or(0) >= 1, "{}", context());
+    assert!(
+        result["updates"].as_u64().unwrap_or(0) >= 1,
+        "{}",
+        context()
+    );
 
     assert_one_upstream_subscription(&upstream_messages(&log), DOC_URI, &context());
+}
+
+#[test]
+fn ts_sdk_clients_rereading_on_every_update_cost_one_upstream_read_per_update() {
+    ensure_peers();
+    let log = TempPath::new("upstream-reread", "jsonl");
+    let (mcpmux, url) = start_mcpmux(&everything_config(log.path()));
+    let script = interop_dir().join("clients.mjs");
+    let script = script.to_str().expect("utf-8 path");
+    let run = run_peer(
+        &node(),
+        &[
+            script,
+            "reread",
+            &url,
+            "--clients",
+            "5",
+            "--uri",
+            DOC_URI,
+            "--updates",
+            "2",
+        ],
+        SCENARIO_TIMEOUT,
+    );
+    let context = || {
+        format!(
+            "clients.mjs reread exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
+            run.status,
+            run.stdout,
+            run.stderr,
+            mcpmux.logs()
+        )
+    };
+    assert!(
+        run.status.success(),
+        "TS SDK reread scenario failed through mcpmux\n{}",
+        context()
+    );
+    let line = run.stdout.lines().last().unwrap_or_default();
+    let result: Value = serde_json::from_str(line)
+        .unwrap_or_else(|e| panic!("clients.mjs printed no JSON result ({e})\n{}", context()));
+    let updates: Vec<u64> = result["updatesPerClient"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    let reads: Vec<u64> = result["readsPerClient"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_u64).collect())
+        .unwrap_or_default();
+    assert_eq!(updates.len(), 5, "{}", context());
+    assert!(updates.iter().all(|n| *n >= 2), "{}", context());
+    assert_eq!(
+        updates,
+        reads,
+        "every client re-read once per update\n{}",
+        context()
+    );
+    let msgs = upstream_messages(&log);
+    let upstream_reads = count_method(&msgs, "resources/read", Some(DOC_URI)) as u64;
+    let update_count = *updates.iter().max().expect("five clients");
+    let client_reads: u64 = reads.iter().sum();
+    eprintln!(
+        "reread: {client_reads} client reads over {update_count} updates -> {upstream_reads} upstream reads \
+         (hit ratio {:.2})",
+        1.0 - upstream_reads as f64 / client_reads as f64
+    );
+    assert_eq!(
+        upstream_reads,
+        update_count,
+        "expected exactly one upstream resources/read per update\n{}\n{}",
+        summarize(&msgs),
+        context()
+    );
 }

@@ -98,15 +98,21 @@ impl Post {
                     .await;
             }
             BodyKind::Json => {
-                match wire::read_json(resp, self.ctx.endpoint.max_message, name).await {
-                    Ok(msgs) => {
-                        for m in msgs {
-                            if !self.forward(m).await {
-                                return;
-                            }
-                        }
+                let msgs = match wire::read_json(resp, self.ctx.endpoint.max_message, name).await {
+                    Ok(msgs) => msgs,
+                    Err(e) => return self.fail(request_id.as_ref(), method.as_deref(), &e).await,
+                };
+                let mut answered = false;
+                for m in msgs {
+                    answered |= is_answer(&m, request_id.as_ref());
+                    if !self.forward(m).await {
+                        return;
                     }
-                    Err(e) => self.fail(request_id.as_ref(), method.as_deref(), &e).await,
+                }
+                if request_id.is_some() && !answered {
+                    let what = format!("HTTP {status} JSON body without the response");
+                    self.fail(request_id.as_ref(), method.as_deref(), &what)
+                        .await;
                 }
             }
             BodyKind::Sse => self.stream(resp, request_id, method).await,
@@ -134,13 +140,10 @@ impl Post {
                 }
             };
             for m in wire::parse_data(&ev.data, name) {
-                let is_answer = m.kind() == Kind::Response
-                    && request_id.is_some()
-                    && m.id() == request_id.as_ref();
+                answered |= is_answer(&m, request_id.as_ref());
                 if !self.forward(m).await {
                     return;
                 }
-                answered |= is_answer;
             }
             if answered {
                 return;
@@ -179,4 +182,9 @@ impl Post {
             .await
             .is_ok()
     }
+}
+
+/// Whether `m` answers the request `request_id` (never for a notification's POST).
+fn is_answer(m: &Message, request_id: Option<&RawId>) -> bool {
+    request_id.is_some() && m.kind() == Kind::Response && m.id() == request_id
 }

@@ -187,6 +187,9 @@ pub(super) async fn read_json(
         }
         body.extend_from_slice(&chunk);
     }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
     match Incoming::parse(&body) {
         Ok(incoming) => Ok(split(incoming, upstream)),
         Err(e) => Err(format!("unreadable JSON response: {e}")),

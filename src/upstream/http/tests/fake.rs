@@ -249,6 +249,12 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
                         "params": {"progressToken": 1, "progress": 1}});
                     Plan::Reply(sse_response(&[&progress, &answer], None))
                 }
+                "no-answer" => Plan::Reply(status(202)),
+                "sse-cut" => {
+                    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": 1}});
+                    Plan::Reply(sse_response(&[&progress], None))
+                }
                 "batch" => {
                     let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
                         "params": {"level": "info", "data": "x"}});

@@ -163,6 +163,28 @@ async fn http_500_answers_the_request_with_an_error() {
 }
 
 #[tokio::test]
+async fn request_without_an_answer_gets_an_error() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    // 202 to a request: nothing will ever answer it.
+    h.send(r#"{"jsonrpc":"2.0","id":1,"method":"no-answer"}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(1)));
+    assert!(error_text(&m).contains("202"), "{}", error_text(&m));
+    // An SSE answer that ends before the response: the progress goes through, then
+    // the request is answered with an error.
+    h.send(r#"{"jsonrpc":"2.0","id":2,"method":"sse-cut"}"#);
+    assert_eq!(h.message().await.method(), Some("notifications/progress"));
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(2)));
+    assert!(
+        error_text(&m).contains("ended before the answer"),
+        "{}",
+        error_text(&m)
+    );
+}
+
+#[tokio::test]
 async fn get_405_is_tolerated_and_not_retried() {
     let mut h = Harness::start(Script {
         get_405: true,

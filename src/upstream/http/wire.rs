@@ -196,8 +196,12 @@ pub(super) async fn read_json(
     }
 }
 
-/// Parses one SSE event's `data` (a message, or a batch in 2025-03-26).
+/// Parses one SSE event's `data` (a message, or a batch in 2025-03-26). Empty data
+/// is a 2025-11-25 priming event (it only carries an id): nothing to forward.
 pub(super) fn parse_data(data: &str, upstream: &str) -> Vec<Message> {
+    if data.trim().is_empty() {
+        return Vec::new();
+    }
     match Incoming::parse(data.as_bytes()) {
         Ok(incoming) => split(incoming, upstream),
         Err(e) => {

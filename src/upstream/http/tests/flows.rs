@@ -118,9 +118,11 @@ async fn get_stream_reconnects_with_last_event_id() {
         .fake
         .push("id: g1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n\n"));
     assert_eq!(h.message().await.method(), Some("a"));
+    // A 2025-11-25 priming event (id, empty data) moves the resume point silently.
+    assert!(h.fake.push("id: p1\ndata:\n\n"));
     h.fake.close_get();
     let again = h.get_opened().await;
-    assert_eq!(again.header("last-event-id"), Some("g1"));
+    assert_eq!(again.header("last-event-id"), Some("p1"));
     assert_eq!(again.header("mcp-session-id"), Some("s1"));
     assert!(h
         .fake

@@ -73,10 +73,8 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
             // The rest of the body is never read: close the connection so the client
             // does not reuse it with unread bytes in flight.
             let mut resp = error(StatusCode::PAYLOAD_TOO_LARGE, code::INVALID_REQUEST, &msg);
-            resp.headers_mut().insert(
-                header::CONNECTION,
-                header::HeaderValue::from_static("close"),
-            );
+            resp.headers_mut()
+                .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
             return resp;
         }
         Err(BodyError::Read(e)) => {

@@ -49,6 +49,7 @@ impl UpstreamHandle {
     }
 }
 
+mod http;
 mod stdio;
 
 use std::time::Duration;
@@ -86,22 +87,17 @@ pub fn spawn_upstream(
             };
             tracker.spawn(actor.run(rx));
         }
-        UpstreamTransport::Http { url, .. } => {
-            let hub2 = hub.clone();
-            tracker.spawn(async move {
-                let reason = format!("Streamable HTTP upstreams ({url}) are not supported yet");
-                tracing::error!(upstream = %config.name, "{reason}");
-                let _ = hub2
-                    .upstream_event(
-                        id,
-                        UpstreamEvent::Down {
-                            reason,
-                            retrying: false,
-                        },
-                    )
-                    .await;
-                drop(rx);
-            });
+        UpstreamTransport::Http { .. } => {
+            let actor = http::HttpUpstream {
+                id,
+                config,
+                restart,
+                max_message: max_line,
+                hub,
+                shutdown,
+            };
+            tracing::debug!(upstream = %actor.config.name, "starting Streamable HTTP upstream");
+            tracker.spawn(actor.run(rx));
         }
     }
     UpstreamHandle { tx }

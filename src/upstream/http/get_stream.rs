@@ -1,0 +1,105 @@
+//! The session's one GET SSE stream, for messages the server sends on its own
+//! (notifications such as `resources/updated`, server→client requests).
+//!
+//! Exactly one is open per session at any time: it is opened after `Ready`, reopened
+//! with `Last-Event-ID` when it drops (with backoff, or the server's `retry:` hint),
+//! and never again once the server answers 405 (it offers none). A 404, or a 400 when
+//! a session id was sent, means the session is gone: reported as
+//! [`Signal::Expired`]. The task lives exactly as long as its session (the session
+//! aborts it). Never interprets a message; forwards every one to the hub.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use reqwest::StatusCode;
+use tokio::sync::mpsc;
+
+use super::handshake::error_chain;
+use super::post::Signal;
+use super::wire::{self, BodyKind, SessionCtx};
+use crate::config::RestartConfig;
+use crate::hub::HubHandle;
+use crate::state::ids::UpstreamId;
+use crate::upstream::{backoff, UpstreamEvent};
+
+/// Everything the GET stream task needs.
+pub(super) struct GetStream {
+    pub ctx: Arc<SessionCtx>,
+    pub hub: HubHandle,
+    pub upstream: UpstreamId,
+    pub restart: RestartConfig,
+    pub signals: mpsc::Sender<Signal>,
+}
+
+impl GetStream {
+    pub async fn run(self) {
+        let name = &self.ctx.endpoint.name;
+        let mut last_event_id: Option<String> = None;
+        // Reconnects since the last stream that delivered an event.
+        let mut failures: u32 = 0;
+        let mut retry_hint: Option<Duration> = None;
+        loop {
+            match self.ctx.get(last_event_id.as_deref()).send().await {
+                Err(e) => {
+                    tracing::debug!(upstream = %name, error = %error_chain(&e), "GET stream failed to connect");
+                }
+                Ok(resp) => {
+                    let status = resp.status();
+                    if status == StatusCode::METHOD_NOT_ALLOWED {
+                        tracing::debug!(upstream = %name, "server offers no GET stream (405)");
+                        return;
+                    }
+                    if self.ctx.is_expired(status) {
+                        let reason = format!("session expired (HTTP {})", status.as_u16());
+                        let _ = self
+                            .signals
+                            .send(Signal::Expired {
+                                reason,
+                                orphan: None,
+                            })
+                            .await;
+                        return;
+                    }
+                    let kind = wire::body_kind(&resp);
+                    if !status.is_success() || kind != BodyKind::Sse {
+                        tracing::warn!(upstream = %name, %status, ?kind, "GET stream refused");
+                    } else {
+                        tracing::debug!(upstream = %name, resume = ?last_event_id, "GET stream open");
+                        let mut events = wire::sse_events(resp, self.ctx.endpoint.max_message);
+                        while let Some(ev) = events.next().await {
+                            let ev = match ev {
+                                Ok(ev) => ev,
+                                Err(e) => {
+                                    tracing::debug!(upstream = %name, error = %e, "GET stream broke");
+                                    break;
+                                }
+                            };
+                            failures = 0;
+                            if !ev.id.is_empty() {
+                                last_event_id = Some(ev.id.clone());
+                            }
+                            if ev.retry.is_some() {
+                                retry_hint = ev.retry;
+                            }
+                            for m in wire::parse_data(&ev.data, name) {
+                                if self
+                                    .hub
+                                    .upstream_event(self.upstream, UpstreamEvent::Message(m))
+                                    .await
+                                    .is_err()
+                                {
+                                    return;
+                                }
+                            }
+                        }
+                        tracing::debug!(upstream = %name, "GET stream ended; reconnecting");
+                    }
+                }
+            }
+            failures = failures.saturating_add(1);
+            let delay = retry_hint.unwrap_or_else(|| backoff(&self.restart, failures));
+            tokio::time::sleep(delay).await;
+        }
+    }
+}

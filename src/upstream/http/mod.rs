@@ -1,0 +1,297 @@
+//! The Streamable HTTP upstream actor (legacy era, 2025-03-26 … 2025-11-25): holds one
+//! MCP session with a remote server, performs the handshake itself, POSTs each message
+//! the hub sends, forwards every message the server sends, and starts a new session
+//! when the old one dies or expires.
+//!
+//! Owns the session: its `Mcp-Session-Id`, the negotiated version, the one GET stream
+//! and the in-flight POST tasks; all of them end with the session. Never interprets
+//! messages beyond the handshake (it reads a request's id only to answer it when the
+//! HTTP exchange fails); never awaits a client.
+//!
+//! Session lifecycle, as the hub sees it through [`UpstreamEvent`]:
+//! - `initialize` POSTed (answer as JSON or SSE), `notifications/initialized` POSTed,
+//!   then `Ready`, then the GET stream is opened (405 tolerated).
+//! - Expiry (404, or 400 while a session id was sent, on any POST or the GET stream):
+//!   `Down { "session expired (HTTP 404)", retrying: true }`, then the synthesized
+//!   error for the request that found out (the hub already failed it, so it finds
+//!   nothing), then a fresh handshake without a session id and `Ready` again. The
+//!   first re-initialize after an expiry is immediate; expiries of short-lived
+//!   sessions count as consecutive failures like any other death, so a server that
+//!   expires every session at once backs off and is eventually marked down.
+//! - A failed handshake (connection, non-2xx, refusal, `restart.init_timeout_ms`):
+//!   `Down { retrying }` and a retry after [`backoff`], marked down
+//!   (`retrying: false`) after `restart.max_failures` consecutive failures.
+//! - Shutdown: commands already queued are POSTed and in-flight POSTs awaited (within
+//!   [`STOP_GRACE`]), then the session is DELETEd (405 ignored).
+//!
+//! Commands queued for a dead session are dropped before the next one starts.
+//! HTTP-level failures of single POSTs (5xx, refused connection) do not end the
+//! session: the request gets a synthesized error and the next one tries again.
+
+mod get_stream;
+mod handshake;
+mod post;
+mod wire;
+
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use super::{backoff, UpstreamCmd, UpstreamEvent};
+use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
+use crate::hub::HubHandle;
+use crate::protocol::Message;
+use crate::state::ids::UpstreamId;
+use get_stream::GetStream;
+use post::{Post, Signal};
+use wire::{Endpoint, SessionCtx};
+
+/// POSTs in flight at once per upstream (default 64): enough that slow tool calls do
+/// not queue behind each other, few enough that one upstream cannot open unbounded
+/// connections. Further commands wait in the actor's queue.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// How long shutdown may spend flushing queued commands, and then the DELETE (2 s
+/// each, like the stdio actor's grace): shutdown must not hang on a dead server.
+pub const STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// TCP connect timeout for every request (default 10 s). There is no overall request
+/// timeout: SSE answers and the GET stream legitimately stay open; the hub times out
+/// requests itself.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(crate) struct HttpUpstream {
+    pub id: UpstreamId,
+    pub config: ServerConfig,
+    pub restart: RestartConfig,
+    /// `limits.max_message_bytes`: bound on one JSON body or SSE event.
+    pub max_message: usize,
+    pub hub: HubHandle,
+    pub shutdown: CancellationToken,
+}
+
+/// Why one session ended.
+enum SessionEnd {
+    Shutdown,
+    /// The handshake failed or the transport is unusable.
+    Died(String),
+    /// The server forgot the session; `orphans` answer requests that found out.
+    Expired {
+        reason: String,
+        orphans: Vec<Message>,
+    },
+}
+
+impl HttpUpstream {
+    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
+        let name = self.config.name.clone();
+        let endpoint = match self.endpoint() {
+            Ok(e) => e,
+            Err(reason) => {
+                tracing::error!(upstream = %name, %reason, "upstream cannot start");
+                let down = UpstreamEvent::Down {
+                    reason,
+                    retrying: false,
+                };
+                let _ = self.hub.upstream_event(self.id, down).await;
+                return;
+            }
+        };
+        let mut failures: u32 = 0;
+        loop {
+            // Commands queued for a dead session must not reach the next one.
+            while rx.try_recv().is_ok() {}
+            let started = tokio::time::Instant::now();
+            let (reason, orphans, expired) = match self.session(&endpoint, &mut rx).await {
+                SessionEnd::Shutdown => return,
+                SessionEnd::Died(r) => (r, Vec::new(), false),
+                SessionEnd::Expired { reason, orphans } => (reason, orphans, true),
+            };
+            // A session that ran for a while resets the failure count.
+            if started.elapsed() > Duration::from_millis(self.restart.max_backoff_ms.max(10_000)) {
+                failures = 0;
+            }
+            failures += 1;
+            let retrying = failures < self.restart.max_failures;
+            tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
+            if self
+                .hub
+                .upstream_event(self.id, UpstreamEvent::Down { reason, retrying })
+                .await
+                .is_err()
+            {
+                return;
+            }
+            for m in orphans {
+                if self
+                    .hub
+                    .upstream_event(self.id, UpstreamEvent::Message(m))
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            if !retrying {
+                tracing::error!(upstream = %name, failures, "upstream keeps failing; marked down (restart mcpmux to try again)");
+                self.shutdown.cancelled().await;
+                return;
+            }
+            // The spec says to start a new session at once after an expiry.
+            let delay = if expired && failures == 1 {
+                Duration::ZERO
+            } else {
+                backoff(&self.restart, failures)
+            };
+            tokio::select! {
+                _ = tokio::time::sleep(delay) => {}
+                _ = self.shutdown.cancelled() => return,
+            }
+        }
+    }
+
+    fn endpoint(&self) -> Result<Endpoint, String> {
+        let UpstreamTransport::Http { url, headers } = self.config.transport() else {
+            return Err("not a Streamable HTTP server".into());
+        };
+        let client = reqwest::Client::builder()
+            .connect_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Endpoint::new(&self.config.name, &url, &headers, client, self.max_message)
+    }
+
+    async fn session(
+        &self,
+        endpoint: &Endpoint,
+        rx: &mut mpsc::Receiver<UpstreamCmd>,
+    ) -> SessionEnd {
+        let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
+        let handshake = tokio::time::timeout(init_timeout, handshake::handshake(endpoint));
+        let (ctx, info) = tokio::select! {
+            r = handshake => match r {
+                Ok(Ok(done)) => done,
+                Ok(Err(e)) => return SessionEnd::Died(e),
+                Err(_) => return SessionEnd::Died(format!(
+                    "no answer to initialize within {} ms (restart.init_timeout_ms)",
+                    init_timeout.as_millis()
+                )),
+            },
+            _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+        };
+        let ctx = Arc::new(ctx);
+        tracing::debug!(upstream = %endpoint.name, session = ?ctx.session_id, version = %info.protocol_version, "upstream session started");
+        if self
+            .hub
+            .upstream_event(self.id, UpstreamEvent::Ready(info))
+            .await
+            .is_err()
+        {
+            self.delete(&ctx).await;
+            return SessionEnd::Shutdown;
+        }
+
+        let (signals, mut signal_rx) = mpsc::channel(16);
+        let get = GetStream {
+            ctx: ctx.clone(),
+            hub: self.hub.clone(),
+            upstream: self.id,
+            restart: self.restart.clone(),
+            signals: signals.clone(),
+        };
+        let _get = AbortOnDrop(tokio::spawn(get.run()));
+        let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        // Dropping the set aborts what is still in flight for this session.
+        let mut posts = JoinSet::new();
+        let post = |bytes, permit, posts: &mut JoinSet<()>| {
+            let p = Post {
+                ctx: ctx.clone(),
+                hub: self.hub.clone(),
+                upstream: self.id,
+                signals: signals.clone(),
+            };
+            posts.spawn(p.run(bytes, permit));
+        };
+
+        let end = loop {
+            while posts.try_join_next().is_some() {}
+            let permit = tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
+                Some(sig) = signal_rx.recv() => break expired(sig, &mut signal_rx),
+                p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            };
+            let cmd = tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
+                Some(sig) = signal_rx.recv() => break expired(sig, &mut signal_rx),
+                cmd = rx.recv() => cmd,
+            };
+            match cmd {
+                Some(UpstreamCmd::Send(bytes)) => post(bytes, permit, &mut posts),
+                // The hub dropped its handle: it is gone.
+                None => break SessionEnd::Shutdown,
+            }
+        };
+        if let SessionEnd::Shutdown = end {
+            // Deliver what the hub queued while shutting down (the last unsubscribes),
+            // and let in-flight POSTs finish, before the session is deleted.
+            let flush = async {
+                while let Ok(UpstreamCmd::Send(bytes)) = rx.try_recv() {
+                    let permit = permits
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("the semaphore is never closed");
+                    post(bytes, permit, &mut posts);
+                }
+                while posts.join_next().await.is_some() {}
+            };
+            if tokio::time::timeout(STOP_GRACE, flush).await.is_err() {
+                tracing::debug!(upstream = %endpoint.name, "shutdown flush cut short");
+            }
+            self.delete(&ctx).await;
+        }
+        end
+    }
+
+    /// Ends the session on the server (405: the server does not allow it; fine).
+    async fn delete(&self, ctx: &SessionCtx) {
+        if ctx.session_id.is_none() {
+            return;
+        }
+        let name = &ctx.endpoint.name;
+        match tokio::time::timeout(STOP_GRACE, ctx.delete().send()).await {
+            Ok(Ok(resp)) => {
+                tracing::debug!(upstream = %name, status = %resp.status(), "upstream session deleted")
+            }
+            Ok(Err(e)) => tracing::debug!(upstream = %name, error = %e, "DELETE failed"),
+            Err(_) => tracing::debug!(upstream = %name, "DELETE timed out"),
+        }
+    }
+}
+
+/// The session end for an expiry, with every orphan already reported.
+fn expired(first: Signal, more: &mut mpsc::Receiver<Signal>) -> SessionEnd {
+    let Signal::Expired { reason, orphan } = first;
+    let mut orphans: Vec<Message> = orphan.into_iter().collect();
+    while let Ok(Signal::Expired { orphan, .. }) = more.try_recv() {
+        orphans.extend(orphan);
+    }
+    SessionEnd::Expired { reason, orphans }
+}
+
+/// Aborts a task when the session that owns it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

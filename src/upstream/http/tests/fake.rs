@@ -1,0 +1,294 @@
+//! A scriptable fake Streamable HTTP MCP server on `127.0.0.1:0` (axum): records every
+//! request on a channel, assigns session ids `s1`, `s2`, …, answers `initialize` as
+//! JSON or SSE, serves one GET stream the test pushes events into, and can expire the
+//! session (404, or 400 like server-everything), fail the next POST, or hold a call
+//! until released. Test code only.
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use axum::routing::any;
+use axum::Router;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, oneshot};
+
+/// One request the fake received.
+#[derive(Debug, Clone)]
+pub(crate) struct Seen {
+    pub method: Method,
+    pub headers: HeaderMap,
+    /// The JSON body of a POST (`Null` otherwise).
+    pub body: Value,
+}
+
+impl Seen {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
+    pub fn rpc_method(&self) -> Option<&str> {
+        self.body["method"].as_str()
+    }
+}
+
+/// How the fake behaves; set before start, some of it changeable through [`Fake`].
+#[derive(Debug, Clone)]
+pub(crate) struct Script {
+    /// Answer `initialize` as an SSE stream (with a log notification first).
+    pub init_sse: bool,
+    /// Answer `initialize` with this status instead.
+    pub init_status: Option<u16>,
+    /// Never answer `initialize`.
+    pub hang_init: bool,
+    /// Refuse the GET stream with 405.
+    pub get_405: bool,
+    /// The answer to an unknown session id (404 per spec; server-everything says 400).
+    pub expired_status: u16,
+}
+
+impl Default for Script {
+    fn default() -> Self {
+        Script {
+            init_sse: false,
+            init_status: None,
+            hang_init: false,
+            get_405: false,
+            expired_status: 404,
+        }
+    }
+}
+
+struct Inner {
+    script: Script,
+    sessions: u32,
+    live: Option<String>,
+    /// The open GET stream's feed (raw SSE text).
+    get_feed: Option<mpsc::UnboundedSender<String>>,
+    fail_next: Option<u16>,
+    held: Vec<oneshot::Sender<()>>,
+    seen: mpsc::UnboundedSender<Seen>,
+}
+
+/// The test's handle on the fake.
+#[derive(Clone)]
+pub(crate) struct Fake {
+    pub url: String,
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl Fake {
+    pub async fn start(script: Script) -> (Fake, mpsc::UnboundedReceiver<Seen>) {
+        let (seen, seen_rx) = mpsc::unbounded_channel();
+        let inner = Arc::new(Mutex::new(Inner {
+            script,
+            sessions: 0,
+            live: None,
+            get_feed: None,
+            fail_next: None,
+            held: Vec::new(),
+            seen,
+        }));
+        let app = Router::new()
+            .route("/mcp", any(handle))
+            .with_state(inner.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        let fake = Fake {
+            url: format!("http://{addr}/mcp"),
+            inner,
+        };
+        (fake, seen_rx)
+    }
+
+    /// Forgets the live session: its id now gets `expired_status`.
+    pub fn expire(&self) {
+        self.inner.lock().unwrap().live = None;
+    }
+    /// Answer `initialize` with this status from now on (`None`: succeed).
+    pub fn set_init_status(&self, status: Option<u16>) {
+        self.inner.lock().unwrap().script.init_status = status;
+    }
+    /// The next non-initialize POST gets this status.
+    pub fn fail_next(&self, status: u16) {
+        self.inner.lock().unwrap().fail_next = Some(status);
+    }
+    /// Pushes raw SSE text on the open GET stream; `false` when none is open.
+    pub fn push(&self, sse: &str) -> bool {
+        let inner = self.inner.lock().unwrap();
+        inner
+            .get_feed
+            .as_ref()
+            .is_some_and(|f| f.send(sse.to_owned()).is_ok())
+    }
+    /// Ends the open GET stream.
+    pub fn close_get(&self) {
+        self.inner.lock().unwrap().get_feed = None;
+    }
+    /// Answers every held `hold` call.
+    pub fn release(&self) {
+        for h in self.inner.lock().unwrap().held.drain(..) {
+            let _ = h.send(());
+        }
+    }
+}
+
+type Shared = Arc<Mutex<Inner>>;
+
+async fn handle(
+    State(inner): State<Shared>,
+    method: Method,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let rpc = body["method"].as_str().unwrap_or_default().to_owned();
+    let seen = Seen {
+        method: method.clone(),
+        headers: headers.clone(),
+        body: body.clone(),
+    };
+    let mut held = None;
+    // Decide under the lock, answer after it (the lock is never held across .await).
+    let plan = {
+        let mut st = inner.lock().unwrap();
+        if rpc == "hold" {
+            let (tx, rx) = oneshot::channel();
+            st.held.push(tx);
+            held = Some(rx);
+        }
+        let _ = st.seen.send(seen);
+        plan(&mut st, &method, &headers, &body, &rpc)
+    };
+    match plan {
+        Plan::Hang => std::future::pending().await,
+        Plan::Held(answer) => {
+            let _ = held.expect("hold registered").await;
+            json_response(&answer, None)
+        }
+        Plan::Reply(r) => r,
+    }
+}
+
+enum Plan {
+    Reply(Response),
+    Hang,
+    Held(Value),
+}
+
+fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc: &str) -> Plan {
+    if *method == Method::POST && rpc == "initialize" {
+        if st.script.hang_init {
+            return Plan::Hang;
+        }
+        if let Some(s) = st.script.init_status {
+            return Plan::Reply(status(s));
+        }
+        st.sessions += 1;
+        let sid = format!("s{}", st.sessions);
+        st.live = Some(sid.clone());
+        let answer = json!({"jsonrpc": "2.0", "id": body["id"], "result": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"resources": {"subscribe": true}},
+            "serverInfo": {"name": "fake", "version": "1"},
+        }});
+        return Plan::Reply(if st.script.init_sse {
+            let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                "params": {"level": "info", "data": "starting"}});
+            sse_response(&[&log, &answer], Some(&sid))
+        } else {
+            json_response(&answer, Some(&sid))
+        });
+    }
+    let sid = headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+    if sid.is_none() {
+        return Plan::Reply(status(400));
+    }
+    if sid != st.live.as_deref() {
+        return Plan::Reply(status(st.script.expired_status));
+    }
+    match *method {
+        Method::GET => {
+            if st.script.get_405 {
+                return Plan::Reply(status(405));
+            }
+            let (tx, rx) = mpsc::unbounded_channel::<String>();
+            st.get_feed = Some(tx);
+            let stream = futures_util::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|s| (Ok::<_, Infallible>(s), rx))
+            });
+            Plan::Reply(
+                Response::builder()
+                    .header("content-type", "text/event-stream")
+                    .body(Body::from_stream(stream))
+                    .unwrap(),
+            )
+        }
+        Method::DELETE => {
+            st.live = None;
+            Plan::Reply(status(200))
+        }
+        _ => {
+            if let Some(s) = st.fail_next.take() {
+                return Plan::Reply(status(s));
+            }
+            let id = &body["id"];
+            if id.is_null() {
+                return Plan::Reply(status(202));
+            }
+            let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"echo": body["params"]}});
+            match rpc {
+                "hold" => Plan::Held(answer),
+                "sse" => {
+                    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": 1}});
+                    Plan::Reply(sse_response(&[&progress, &answer], None))
+                }
+                "no-answer" => Plan::Reply(status(202)),
+                "sse-cut" => {
+                    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": 1}});
+                    Plan::Reply(sse_response(&[&progress], None))
+                }
+                "batch" => {
+                    let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                        "params": {"level": "info", "data": "x"}});
+                    Plan::Reply(json_response(&json!([note, answer]), None))
+                }
+                _ => Plan::Reply(json_response(&answer, None)),
+            }
+        }
+    }
+}
+
+fn status(code: u16) -> Response {
+    Response::builder()
+        .status(StatusCode::from_u16(code).unwrap())
+        .body(Body::empty())
+        .unwrap()
+}
+
+fn json_response(v: &Value, sid: Option<&str>) -> Response {
+    let mut b = Response::builder().header("content-type", "application/json");
+    if let Some(s) = sid {
+        b = b.header("mcp-session-id", s);
+    }
+    b.body(Body::from(v.to_string())).unwrap()
+}
+
+fn sse_response(events: &[&Value], sid: Option<&str>) -> Response {
+    let mut text = String::new();
+    for (i, e) in events.iter().enumerate() {
+        text.push_str(&format!("id: ev-{i}\ndata: {e}\n\n"));
+    }
+    let mut b = Response::builder().header("content-type", "text/event-stream");
+    if let Some(s) = sid {
+        b = b.header("mcp-session-id", s);
+    }
+    b.body(Body::from(text)).unwrap()
+}

@@ -1,0 +1,207 @@
+//! Happy paths and per-request failures on one live session.
+
+use axum::http::Method;
+use serde_json::json;
+
+use super::fake::Script;
+use super::{echo_of, error_text, Harness, CONFIGURED};
+use crate::protocol::{code, Kind, RawId, LATEST_VERSION};
+
+#[tokio::test]
+async fn json_handshake_sends_headers_and_opens_one_get_stream() {
+    let mut h = Harness::start(Script::default()).await;
+    let info = h.ready().await;
+    assert_eq!(info.protocol_version, "2025-06-18");
+    assert_eq!(info.capabilities["resources"]["subscribe"], true);
+    assert_eq!(info.server_info["name"], "fake");
+
+    let seen = h.seen_until(|s| s.method == Method::GET).await;
+    assert_eq!(seen.len(), 3, "initialize, initialized, GET: {seen:?}");
+    let (init, initialized, get) = (&seen[0], &seen[1], &seen[2]);
+
+    assert_eq!(init.rpc_method(), Some("initialize"));
+    assert_eq!(init.body["params"]["protocolVersion"], LATEST_VERSION);
+    assert_eq!(init.body["params"]["clientInfo"]["name"], "mcpmux");
+    assert_eq!(init.body["params"]["capabilities"], json!({}));
+    assert_eq!(
+        init.header("accept"),
+        Some("application/json, text/event-stream")
+    );
+    assert_eq!(init.header("content-type"), Some("application/json"));
+    assert_eq!(init.header(CONFIGURED.0), Some(CONFIGURED.1));
+    assert_eq!(init.header("mcp-session-id"), None);
+
+    assert_eq!(initialized.rpc_method(), Some("notifications/initialized"));
+    for s in [initialized, get] {
+        assert_eq!(s.header("mcp-session-id"), Some("s1"), "{s:?}");
+        assert_eq!(s.header("mcp-protocol-version"), Some("2025-06-18"));
+        assert_eq!(s.header(CONFIGURED.0), Some(CONFIGURED.1));
+    }
+    assert_eq!(get.header("accept"), Some("text/event-stream"));
+
+    h.send(r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":{"a":1}}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(7)));
+    assert_eq!(echo_of(&m), json!({"a": 1}));
+    let seen = h.seen_until(|s| s.rpc_method() == Some("echo")).await;
+    let echo = seen.last().unwrap();
+    assert_eq!(echo.header("mcp-session-id"), Some("s1"));
+    assert_eq!(echo.header("mcp-protocol-version"), Some("2025-06-18"));
+    assert_eq!(echo.header(CONFIGURED.0), Some(CONFIGURED.1));
+    assert!(
+        seen.iter().all(|s| s.method != Method::GET),
+        "a second GET stream was opened: {seen:?}"
+    );
+}
+
+#[tokio::test]
+async fn sse_handshake_answer_skips_messages_before_it() {
+    let mut h = Harness::start(Script {
+        init_sse: true,
+        ..Script::default()
+    })
+    .await;
+    // The log notification before the answer is not forwarded: Ready comes first.
+    let info = h.ready().await;
+    assert_eq!(info.protocol_version, "2025-06-18");
+    h.send(r#"{"jsonrpc":"2.0","id":1,"method":"echo","params":{}}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(1)));
+    let seen = h.seen_until(|s| s.rpc_method() == Some("echo")).await;
+    assert_eq!(seen.last().unwrap().header("mcp-session-id"), Some("s1"));
+}
+
+#[tokio::test]
+async fn sse_answer_forwards_notification_before_response() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.send(r#"{"jsonrpc":"2.0","id":5,"method":"sse","params":{"x":2}}"#);
+    let first = h.message().await;
+    assert_eq!(first.kind(), Kind::Notification);
+    assert_eq!(first.method(), Some("notifications/progress"));
+    let second = h.message().await;
+    assert_eq!(second.id(), Some(&RawId::from_u64(5)));
+    assert_eq!(echo_of(&second), json!({"x": 2}));
+}
+
+#[tokio::test]
+async fn json_batch_answer_forwards_every_message() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.send(r#"{"jsonrpc":"2.0","id":"b","method":"batch"}"#);
+    assert_eq!(h.message().await.method(), Some("notifications/message"));
+    assert_eq!(
+        h.message().await.id(),
+        Some(&RawId::parse("\"b\"").unwrap())
+    );
+}
+
+#[tokio::test]
+async fn get_stream_notification_reaches_the_hub() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.get_opened().await;
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"file:///a"}}"#;
+    assert!(h.fake.push(&format!("id: g1\ndata: {note}\n\n")));
+    let m = h.message().await;
+    assert_eq!(m.method(), Some("notifications/resources/updated"));
+    assert_eq!(m.to_json(), note, "forwarded verbatim");
+}
+
+#[tokio::test]
+async fn get_stream_reconnects_with_last_event_id() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    let first = h.get_opened().await;
+    assert_eq!(first.header("last-event-id"), None);
+    assert!(h
+        .fake
+        .push("id: g1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n\n"));
+    assert_eq!(h.message().await.method(), Some("a"));
+    // A 2025-11-25 priming event (id, empty data) moves the resume point silently.
+    assert!(h.fake.push("id: p1\ndata:\n\n"));
+    h.fake.close_get();
+    let again = h.get_opened().await;
+    assert_eq!(again.header("last-event-id"), Some("p1"));
+    assert_eq!(again.header("mcp-session-id"), Some("s1"));
+    assert!(h
+        .fake
+        .push("id: g2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n\n"));
+    assert_eq!(h.message().await.method(), Some("b"));
+}
+
+#[tokio::test]
+async fn slow_request_does_not_block_another() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.send(r#"{"jsonrpc":"2.0","id":1,"method":"hold"}"#);
+    h.seen_until(|s| s.rpc_method() == Some("hold")).await;
+    h.send(r#"{"jsonrpc":"2.0","id":2,"method":"echo"}"#);
+    assert_eq!(h.message().await.id(), Some(&RawId::from_u64(2)));
+    h.fake.release();
+    assert_eq!(h.message().await.id(), Some(&RawId::from_u64(1)));
+}
+
+#[tokio::test]
+async fn http_500_answers_the_request_with_an_error() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.fake.fail_next(500);
+    h.send(r#"{"jsonrpc":"2.0","id":3,"method":"echo"}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(3)));
+    let err: serde_json::Value = serde_json::from_str(m.error().unwrap().get()).unwrap();
+    assert_eq!(err["code"], code::UPSTREAM_UNAVAILABLE);
+    let text = error_text(&m);
+    assert!(text.contains("remote") && text.contains("500"), "{text}");
+
+    // A failed notification is only logged: the next event is the next answer.
+    h.fake.fail_next(500);
+    h.send(r#"{"jsonrpc":"2.0","method":"notifications/x"}"#);
+    h.seen_until(|s| s.rpc_method() == Some("notifications/x"))
+        .await;
+    h.send(r#"{"jsonrpc":"2.0","id":4,"method":"echo"}"#);
+    assert_eq!(h.message().await.id(), Some(&RawId::from_u64(4)));
+}
+
+#[tokio::test]
+async fn request_without_an_answer_gets_an_error() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    // 202 to a request: nothing will ever answer it.
+    h.send(r#"{"jsonrpc":"2.0","id":1,"method":"no-answer"}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(1)));
+    assert!(error_text(&m).contains("202"), "{}", error_text(&m));
+    // An SSE answer that ends before the response: the progress goes through, then
+    // the request is answered with an error.
+    h.send(r#"{"jsonrpc":"2.0","id":2,"method":"sse-cut"}"#);
+    assert_eq!(h.message().await.method(), Some("notifications/progress"));
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(2)));
+    assert!(
+        error_text(&m).contains("ended before the answer"),
+        "{}",
+        error_text(&m)
+    );
+}
+
+#[tokio::test]
+async fn get_405_is_tolerated_and_not_retried() {
+    let mut h = Harness::start(Script {
+        get_405: true,
+        ..Script::default()
+    })
+    .await;
+    h.ready().await;
+    h.get_opened().await;
+    for id in 1..=3 {
+        h.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"echo"}}"#));
+        assert_eq!(h.message().await.id(), Some(&RawId::from_u64(id)));
+    }
+    let seen = h.seen_until(|s| s.body["id"] == 3).await;
+    assert!(
+        seen.iter().all(|s| s.method != Method::GET),
+        "GET retried after 405: {seen:?}"
+    );
+}

@@ -1,0 +1,316 @@
+//! HTTP plumbing shared by the handshake, the POST tasks and the GET stream: the
+//! per-session request context (configured headers, `Mcp-Session-Id`,
+//! `MCP-Protocol-Version`), response classification, bounded body reading and the
+//! bounded SSE event stream (parsed by `eventsource-stream`, never by hand).
+//!
+//! Owns no task and no state beyond one immutable [`SessionCtx`] per session. Never
+//! talks to the hub and never interprets a message beyond splitting batches; every
+//! body it reads is bounded by `limits.max_message_bytes`.
+
+use std::pin::Pin;
+
+use bytes::{Bytes, BytesMut};
+use eventsource_stream::{Event, Eventsource};
+use futures_util::{Stream, StreamExt};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, RequestBuilder, Response, StatusCode};
+
+use crate::protocol::{code, Incoming, Message, RawId};
+
+/// `Accept` on every POST: the spec requires both (the TS server answers 406 otherwise).
+pub(super) const ACCEPT_POST: &str = "application/json, text/event-stream";
+/// `Accept` on the GET stream.
+pub(super) const ACCEPT_SSE: &str = "text/event-stream";
+/// The session header (header names are case-insensitive).
+pub(super) const HEADER_SESSION: &str = "mcp-session-id";
+/// The negotiated protocol version header (2025-06-18+, harmless before).
+pub(super) const HEADER_VERSION: &str = "mcp-protocol-version";
+/// The SSE resumption header on the GET stream.
+pub(super) const HEADER_LAST_EVENT_ID: &str = "last-event-id";
+
+/// What stays the same for the whole life of the actor: the client and the endpoint.
+#[derive(Debug, Clone)]
+pub(super) struct Endpoint {
+    /// The configured server name, for logs and synthesized errors.
+    pub name: String,
+    /// One pooled client for every request of every session.
+    pub client: reqwest::Client,
+    pub url: reqwest::Url,
+    /// The configured `headers` (already `${ENV}`-expanded), sent on every request.
+    pub headers: HeaderMap,
+    /// `limits.max_message_bytes`: bound on a JSON body or one SSE event.
+    pub max_message: usize,
+}
+
+impl Endpoint {
+    /// Validates the configured URL and headers.
+    ///
+    /// # Errors
+    /// A URL that does not parse, or a header name/value HTTP cannot carry.
+    pub fn new(
+        name: &str,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        client: reqwest::Client,
+        max_message: usize,
+    ) -> Result<Endpoint, String> {
+        let url = reqwest::Url::parse(url).map_err(|e| format!("bad url `{url}`: {e}"))?;
+        let mut map = HeaderMap::new();
+        for (k, v) in headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| format!("header name `{k}` is not valid HTTP"))?;
+            let value = HeaderValue::from_str(v)
+                .map_err(|_| format!("the value of header `{k}` is not valid HTTP"))?;
+            map.append(name, value);
+        }
+        Ok(Endpoint {
+            name: name.to_owned(),
+            client,
+            url,
+            headers: map,
+            max_message,
+        })
+    }
+}
+
+/// One upstream session, immutable once the handshake is done; shared by `Arc` among
+/// the POST tasks and the GET stream task of that session (no lock needed).
+#[derive(Debug)]
+pub(super) struct SessionCtx {
+    pub endpoint: Endpoint,
+    /// `Mcp-Session-Id` the server assigned on the `initialize` response, if any.
+    pub session_id: Option<HeaderValue>,
+    /// The negotiated `protocolVersion`, sent as `MCP-Protocol-Version`.
+    pub protocol_version: Option<HeaderValue>,
+}
+
+impl SessionCtx {
+    fn request(&self, method: Method) -> RequestBuilder {
+        let mut rb = self
+            .endpoint
+            .client
+            .request(method, self.endpoint.url.clone())
+            .headers(self.endpoint.headers.clone());
+        if let Some(s) = &self.session_id {
+            rb = rb.header(HEADER_SESSION, s.clone());
+        }
+        if let Some(v) = &self.protocol_version {
+            rb = rb.header(HEADER_VERSION, v.clone());
+        }
+        rb
+    }
+
+    /// A POST of one serialized JSON-RPC message.
+    pub fn post(&self, body: Bytes) -> RequestBuilder {
+        self.request(Method::POST)
+            .header(ACCEPT, ACCEPT_POST)
+            .header(CONTENT_TYPE, "application/json")
+            .body(body)
+    }
+
+    /// The GET stream, resuming after `last_event_id` when one was seen.
+    pub fn get(&self, last_event_id: Option<&str>) -> RequestBuilder {
+        let mut rb = self.request(Method::GET).header(ACCEPT, ACCEPT_SSE);
+        if let Some(id) = last_event_id.and_then(|i| HeaderValue::from_str(i).ok()) {
+            rb = rb.header(HEADER_LAST_EVENT_ID, id);
+        }
+        rb
+    }
+
+    /// The session-ending DELETE.
+    pub fn delete(&self) -> RequestBuilder {
+        self.request(Method::DELETE)
+    }
+
+    /// Whether `status` on a request of this session means the server forgot it: 404
+    /// (the spec), or 400 (server-everything's answer to an unknown session). Only when
+    /// a session id was sent; without one these are plain failures.
+    pub fn is_expired(&self, status: StatusCode) -> bool {
+        self.session_id.is_some()
+            && (status == StatusCode::NOT_FOUND || status == StatusCode::BAD_REQUEST)
+    }
+
+    /// A JSON-RPC error answering `id` on the upstream's behalf, so a client is never
+    /// left hanging when the HTTP exchange failed.
+    pub fn synthesized_error(&self, id: &RawId, what: &str) -> Message {
+        let text = format!("upstream {}: {what}", self.endpoint.name);
+        Message::error_response(Some(id), code::UPSTREAM_UNAVAILABLE, &text, None)
+    }
+}
+
+/// How a successful response carries its messages.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum BodyKind {
+    /// 202, or no `Content-Type`: nothing to read.
+    Empty,
+    Json,
+    Sse,
+    /// Some other content type (named for the error message).
+    Other(String),
+}
+
+pub(super) fn body_kind(resp: &Response) -> BodyKind {
+    if resp.status() == StatusCode::ACCEPTED {
+        return BodyKind::Empty;
+    }
+    let Some(ct) = resp.headers().get(CONTENT_TYPE) else {
+        return BodyKind::Empty;
+    };
+    let ct = ct.to_str().unwrap_or_default().to_ascii_lowercase();
+    if ct.starts_with("application/json") {
+        BodyKind::Json
+    } else if ct.starts_with("text/event-stream") {
+        BodyKind::Sse
+    } else {
+        BodyKind::Other(ct)
+    }
+}
+
+/// Reads a JSON body of at most `max` bytes and splits it into messages (one object
+/// or a batch array). Elements that are not JSON-RPC messages are logged and dropped.
+///
+/// # Errors
+/// The body is too long, the connection failed, or the body is not JSON.
+pub(super) async fn read_json(
+    resp: Response,
+    max: usize,
+    upstream: &str,
+) -> Result<Vec<Message>, String> {
+    let mut body = BytesMut::new();
+    let mut chunks = resp.bytes_stream();
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk.map_err(|e| format!("reading the response failed: {e}"))?;
+        if body.len() + chunk.len() > max {
+            return Err(format!(
+                "response over limits.max_message_bytes ({max} bytes)"
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    match Incoming::parse(&body) {
+        Ok(incoming) => Ok(split(incoming, upstream)),
+        Err(e) => Err(format!("unreadable JSON response: {e}")),
+    }
+}
+
+/// Parses one SSE event's `data` (a message, or a batch in 2025-03-26). Empty data
+/// is a 2025-11-25 priming event (it only carries an id): nothing to forward.
+pub(super) fn parse_data(data: &str, upstream: &str) -> Vec<Message> {
+    if data.trim().is_empty() {
+        return Vec::new();
+    }
+    match Incoming::parse(data.as_bytes()) {
+        Ok(incoming) => split(incoming, upstream),
+        Err(e) => {
+            tracing::warn!(%upstream, error = %e, "unparseable SSE event from upstream dropped");
+            Vec::new()
+        }
+    }
+}
+
+fn split(incoming: Incoming, upstream: &str) -> Vec<Message> {
+    let items = match incoming {
+        Incoming::Single(one) => vec![one],
+        Incoming::Batch(many) => many,
+    };
+    items
+        .into_iter()
+        .filter_map(|m| {
+            m.map_err(
+                |e| tracing::warn!(%upstream, error = %e, "invalid message from upstream dropped"),
+            )
+            .ok()
+        })
+        .collect()
+}
+
+/// A stream of SSE events, each bounded in size.
+pub(super) type Events = Pin<Box<dyn Stream<Item = Result<Event, String>> + Send>>;
+
+/// Turns an SSE response into its events. An event larger than `max` bytes ends the
+/// stream with an error instead of growing the parser's buffer without bound.
+pub(super) fn sse_events(resp: Response, max: usize) -> Events {
+    let mut guard = EventSizeGuard::new(max);
+    let bytes = resp.bytes_stream().map(move |chunk| match chunk {
+        Ok(c) => guard.check(&c).map(|()| c),
+        Err(e) => Err(SseError(format!("reading the stream failed: {e}"))),
+    });
+    Box::pin(bytes.eventsource().map(|r| r.map_err(|e| e.to_string())))
+}
+
+/// Why the byte stream under an SSE parser stopped.
+#[derive(Debug)]
+struct SseError(String);
+
+impl std::fmt::Display for SseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Counts the bytes of the SSE event being received (an event ends at a blank line),
+/// so that one endless event cannot exhaust memory. Not a parser: `eventsource-stream`
+/// still does all the parsing; this only finds blank lines.
+#[derive(Debug)]
+struct EventSizeGuard {
+    max: usize,
+    /// Non-terminator bytes in the current line.
+    line: usize,
+    /// Non-terminator bytes in the current event.
+    event: usize,
+}
+
+impl EventSizeGuard {
+    fn new(max: usize) -> Self {
+        EventSizeGuard {
+            max,
+            line: 0,
+            event: 0,
+        }
+    }
+
+    fn check(&mut self, chunk: &[u8]) -> Result<(), SseError> {
+        for &b in chunk {
+            match b {
+                b'\n' => {
+                    if self.line == 0 {
+                        self.event = 0;
+                    }
+                    self.line = 0;
+                }
+                b'\r' => {}
+                _ => {
+                    self.line += 1;
+                    self.event += 1;
+                    if self.event > self.max {
+                        return Err(SseError(format!(
+                            "SSE event over limits.max_message_bytes ({} bytes)",
+                            self.max
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod guard_tests {
+    use super::EventSizeGuard;
+
+    #[test]
+    fn event_size_guard_resets_at_blank_lines() {
+        let mut g = EventSizeGuard::new(10);
+        assert!(g.check(b"data: 1234\n\n").is_ok(), "exactly the limit");
+        assert!(g.check(b"data: 12345\n\n").is_err(), "one byte over");
+        let mut g = EventSizeGuard::new(20);
+        for _ in 0..100 {
+            assert!(g.check(b"data: 12345\r\n\r\n").is_ok());
+        }
+        assert!(g.check(b"data: 12345\ndata: 1234567890\n").is_err());
+    }
+}

@@ -156,3 +156,4 @@ impl LineClient {
     }
 }
 pub mod http;
+pub mod inproc;

@@ -173,7 +173,7 @@ impl Hub {
             .subscribable(),
             _ if self.subs.is_active(&key) => true,
             _ => {
-                let why = format!("upstream {} is not available", slot.name);
+                let why = self.unavailable(upstream);
                 return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
             }
         };
@@ -229,10 +229,7 @@ impl Hub {
             );
         };
         if self.upstream_ready(upstream).is_none() {
-            let why = format!(
-                "upstream {} is not available",
-                self.upstreams[upstream.0].name
-            );
+            let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
         if self.pending.client_count(client) >= self.settings.max_pending_per_client {

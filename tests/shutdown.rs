@@ -100,7 +100,10 @@ async fn sigterm_unsubscribes_everything_exits_zero_and_reaps_the_upstream() {
             .iter()
             .filter(|m| m["method"] == "resources/unsubscribe" && m["params"]["uri"] == uri)
             .count();
-        assert_eq!(unsubs, 1, "one resources/unsubscribe for {uri}: {received:?}");
+        assert_eq!(
+            unsubs, 1,
+            "one resources/unsubscribe for {uri}: {received:?}"
+        );
     }
     drop(clients);
     let _ = std::fs::remove_file(&log);

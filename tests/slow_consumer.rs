@@ -89,7 +89,12 @@ async fn stalled_client(url: &str) -> Stalled {
             .await
             .expect("GET response head")
             .unwrap();
-        assert_eq!(n, 1, "connection closed: {}", String::from_utf8_lossy(&head));
+        assert_eq!(
+            n,
+            1,
+            "connection closed: {}",
+            String::from_utf8_lossy(&head)
+        );
         head.push(byte[0]);
     }
     let head = String::from_utf8_lossy(&head);
@@ -109,7 +114,10 @@ async fn count_until_marker(mut c: HttpClient) -> u64 {
         let ev: Value = c.next_event().await;
         match ev["method"].as_str() {
             Some("notifications/resources/updated") if ev["params"]["uri"] == URI => {
-                assert_eq!(ev["params"]["_meta"]["pad"].as_str().unwrap().len(), META_BYTES);
+                assert_eq!(
+                    ev["params"]["_meta"]["pad"].as_str().unwrap().len(),
+                    META_BYTES
+                );
                 n += 1;
             }
             Some("notifications/tools/list_changed") => return n,

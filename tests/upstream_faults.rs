@@ -35,7 +35,10 @@ fn error_message(r: &Value) -> &str {
 async fn wait_hung(c: &mut HttpClient, n: u64) {
     let start = Instant::now();
     while c.tool("stats", json!({})).await["pending"]["hung"] != json!(n) {
-        assert!(start.elapsed() < EVENT_TIMEOUT, "hang never reached the upstream");
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "hang never reached the upstream"
+        );
     }
 }
 
@@ -84,7 +87,9 @@ async fn a_restarted_upstream_is_resubscribed_holders_are_told_and_reads_go_upst
     .await;
     let mut holder = HttpClient::connect(&d.url, json!({})).await;
     let mut killer = HttpClient::connect(&d.url, json!({})).await;
-    let r = holder.call("resources/subscribe", json!({"uri": URI})).await;
+    let r = holder
+        .call("resources/subscribe", json!({"uri": URI}))
+        .await;
     assert_eq!(r["result"], json!({}), "{r}");
     // While subscribed, the second read is served from the cache.
     for _ in 0..2 {
@@ -128,10 +133,7 @@ async fn an_upstream_that_crashes_on_every_start_is_retried_with_backoff_then_ma
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos();
-    let log = std::env::temp_dir().join(format!(
-        "mcpmux-crash-{}-{nanos}.log",
-        std::process::id()
-    ));
+    let log = std::env::temp_dir().join(format!("mcpmux-crash-{}-{nanos}.log", std::process::id()));
     let extra = format!(
         "[restart]\ninitial_backoff_ms = {INITIAL_BACKOFF_MS}\nmax_backoff_ms = 10000\n\
          max_failures = {MAX_FAILURES}\n"
@@ -151,7 +153,10 @@ async fn an_upstream_that_crashes_on_every_start_is_retried_with_backoff_then_ma
     // tells a client that; each poll is one round trip to the hub).
     let given_up = loop {
         let r = c
-            .call("tools/call", json!({"name": "echo", "arguments": {"text": "x"}}))
+            .call(
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "x"}}),
+            )
             .await;
         assert_eq!(r["error"]["code"], -32000, "{r}");
         let msg = error_message(&r).to_owned();
@@ -159,7 +164,10 @@ async fn an_upstream_that_crashes_on_every_start_is_retried_with_backoff_then_ma
         if msg.contains("marked down") {
             break msg;
         }
-        assert!(started.elapsed() < EVENT_TIMEOUT, "never marked down: {msg}");
+        assert!(
+            started.elapsed() < EVENT_TIMEOUT,
+            "never marked down: {msg}"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     let elapsed = started.elapsed();
@@ -212,5 +220,8 @@ async fn a_request_that_times_out_gets_32001_and_the_upstream_is_cancelled() {
     assert!(waited >= Duration::from_millis(300), "{waited:?}");
     let stats = c.tool("stats", json!({})).await;
     assert_eq!(count(&stats, "notifications/cancelled"), 1, "{stats}");
-    assert_eq!(stats["pending"]["hung"], 0, "the upstream dropped it: {stats}");
+    assert_eq!(
+        stats["pending"]["hung"], 0,
+        "the upstream dropped it: {stats}"
+    );
 }

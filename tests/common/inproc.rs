@@ -93,5 +93,8 @@ impl InProc {
 
 /// True when the hub holds nothing for any client.
 pub fn tables_empty(s: &HubStats) -> bool {
-    s.clients == 0 && s.subscription_keys == 0 && s.client_subscriptions == 0 && s.pending_requests == 0
+    s.clients == 0
+        && s.subscription_keys == 0
+        && s.client_subscriptions == 0
+        && s.pending_requests == 0
 }

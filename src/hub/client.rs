@@ -173,7 +173,7 @@ impl Hub {
             .subscribable(),
             _ if self.subs.is_active(&key) => true,
             _ => {
-                let why = format!("upstream {} is not available", slot.name);
+                let why = self.unavailable(upstream);
                 return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
             }
         };
@@ -225,10 +225,7 @@ impl Hub {
             Err((code, why)) => return self.reply_error(client, &id, code, &why),
         };
         if self.upstream_ready(upstream).is_none() {
-            let why = format!(
-                "upstream {} is not available",
-                self.upstreams[upstream.0].name
-            );
+            let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
         if self.pending.client_count(client) >= self.settings.max_pending_per_client {

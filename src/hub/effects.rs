@@ -153,7 +153,7 @@ impl Hub {
         if self.upstream_ready(upstream).is_none() {
             if subscribe {
                 let err = json!({"code": code::UPSTREAM_UNAVAILABLE,
-                    "message": format!("upstream {} is not available", self.upstreams[upstream.0].name)});
+                    "message": self.unavailable(upstream)});
                 let effects = self
                     .subs
                     .upstream_result(&key, Err(err), Instant::now().into_std());

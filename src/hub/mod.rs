@@ -313,6 +313,31 @@ impl Hub {
         }
     }
 
+    /// Why a request for upstream `u` cannot be served, for the client's error: its
+    /// name, the last failure and whether mcpmux is still restarting it, so a client can
+    /// tell "try again shortly" from "marked down".
+    pub(crate) fn unavailable(&self, u: UpstreamId) -> String {
+        let Some(slot) = self.upstreams.get(u.0) else {
+            return "no such upstream".to_owned();
+        };
+        let name = &slot.name;
+        match &slot.status {
+            UpstreamStatus::Down {
+                reason,
+                retrying: true,
+            } => format!("upstream {name} is not available ({reason}; restarting)"),
+            UpstreamStatus::Down {
+                reason,
+                retrying: false,
+            } => format!(
+                "upstream {name} is not available ({reason}; marked down after \
+                 restart.max_failures failed starts: restart mcpmux to try again)"
+            ),
+            UpstreamStatus::Starting => format!("upstream {name} is not available (starting)"),
+            UpstreamStatus::Ready(_) => format!("upstream {name} is not available"),
+        }
+    }
+
     pub(crate) fn upstream_ready(&self, u: UpstreamId) -> Option<&InitInfo> {
         match &self.upstreams.get(u.0)?.status {
             UpstreamStatus::Ready(info) => Some(info),

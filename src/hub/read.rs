@@ -37,10 +37,7 @@ impl Hub {
             return self.forward_request(client, id, msg);
         }
         if self.upstream_ready(upstream).is_none() {
-            let why = format!(
-                "upstream {} is not available",
-                self.upstreams[upstream.0].name
-            );
+            let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
         match self.cache.read(&key, (client, id.clone())) {

@@ -155,4 +155,6 @@ impl LineClient {
         }
     }
 }
+pub mod fuzz_check;
 pub mod http;
+pub mod inproc;

@@ -1,0 +1,110 @@
+//! Graceful shutdown of the real daemon: `mcpmux serve` with three subscribed HTTP
+//! clients gets SIGTERM, exits 0, releases every upstream subscription it held (the
+//! scripted upstream's `SCRIPTED_LOG` records a `resources/unsubscribe` per URI), and
+//! leaves no upstream process behind.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use common::http::{Daemon, HttpClient};
+use common::{scripted_config, EVENT_TIMEOUT};
+use serde_json::{json, Value};
+
+const URIS: [&str; 2] = ["test://static/1", "test://static/2"];
+
+/// Pids of live processes whose command line contains `marker`.
+fn pids_with(marker: &str) -> Vec<u32> {
+    let mut out = vec![];
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(marker) {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("{prefix}-{}-{nanos}", std::process::id())
+}
+
+/// The messages the upstream received, one JSON value per logged line.
+fn logged(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test]
+async fn sigterm_unsubscribes_everything_exits_zero_and_reaps_the_upstream() {
+    let marker = unique("mcpmux-shutdown-marker");
+    let log: PathBuf = std::env::temp_dir().join(format!("{marker}.log"));
+    let server_extra = format!(
+        "args = [{marker:?}]\nenv = {{ SCRIPTED_LOG = {:?} }}\n",
+        log.to_str().unwrap()
+    );
+    let mut d = Daemon::start(&scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n",
+        "",
+        &server_extra,
+    ))
+    .await;
+
+    let mut clients = vec![];
+    for _ in 0..3 {
+        let mut c = HttpClient::connect(&d.url, json!({})).await;
+        for uri in URIS {
+            let r = c.call("resources/subscribe", json!({"uri": uri})).await;
+            assert_eq!(r["result"], json!({}), "{r}");
+        }
+        clients.push(c);
+    }
+    let stats = clients[0].tool("stats", json!({})).await;
+    assert_eq!(stats["subscribed"], json!(URIS), "{stats}");
+    let upstream = pids_with(&marker);
+    assert_eq!(upstream.len(), 1, "exactly one scripted upstream runs");
+
+    let pid = d.child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
+        .await
+        .expect("mcpmux did not exit after SIGTERM")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status}");
+
+    // The upstream was stopped and reaped before mcpmux exited.
+    assert_eq!(pids_with(&marker), Vec::<u32>::new());
+    assert!(
+        !Path::new(&format!("/proc/{}", upstream[0])).exists(),
+        "upstream pid {} still exists (zombie?)",
+        upstream[0]
+    );
+    let received = logged(&log);
+    for uri in URIS {
+        let unsubs = received
+            .iter()
+            .filter(|m| m["method"] == "resources/unsubscribe" && m["params"]["uri"] == uri)
+            .count();
+        assert_eq!(
+            unsubs, 1,
+            "one resources/unsubscribe for {uri}: {received:?}"
+        );
+    }
+    drop(clients);
+    let _ = std::fs::remove_file(&log);
+}

@@ -1,0 +1,165 @@
+//! Several upstreams behind one endpoint (issue 4): two scripted upstreams offering
+//! the same tool names and the same URIs, merged with and without prefixes.
+
+mod common;
+
+use common::http::{Daemon, HttpClient};
+use common::*;
+use serde_json::{json, Value};
+
+fn two_servers(prefixes: bool, page_size: u32) -> String {
+    let p = |name: &str| {
+        if prefixes {
+            format!("prefix = \"{name}\"\n")
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\
+         [servers.a]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"a\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pa}\
+         [servers.b]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"b\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pb}",
+        cmd = scripted_upstream(),
+        pa = p("a"),
+        pb = p("b"),
+    )
+}
+
+fn names(items: &Value, key: &str) -> Vec<String> {
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i[key].as_str().unwrap().to_owned())
+        .collect()
+}
+
+async fn list_all(c: &mut HttpClient, method: &str, key: &str, name: &str) -> (Vec<String>, usize) {
+    let mut out = vec![];
+    let mut pages = 0;
+    let mut cursor: Option<String> = None;
+    loop {
+        let params = cursor.as_ref().map_or(json!({}), |c| json!({"cursor": c}));
+        let r = c.call(method, params).await;
+        let result = r.get("result").unwrap_or_else(|| panic!("{method}: {r}"));
+        out.extend(names(&result[key], name));
+        pages += 1;
+        match result["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return (out, pages),
+        }
+        assert!(pages < 20, "pagination does not end");
+    }
+}
+
+fn tool_calls(stats: &Value, tool: &str) -> u64 {
+    stats["tools"][tool].as_u64().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn with_prefixes_both_servers_show_and_calls_route_to_the_right_one() {
+    let d = Daemon::start(&two_servers(true, 100)).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let (tools, _) = list_all(&mut c, "tools/list", "tools", "name").await;
+    assert!(
+        tools.contains(&"a__echo".to_string()) && tools.contains(&"b__echo".to_string()),
+        "{tools:?}"
+    );
+    assert!(!tools.contains(&"echo".to_string()));
+    let r = c.tool("b__echo", json!({"text": "to b"})).await;
+    assert_eq!(r["content"][0]["text"], "to b");
+    let sa = c.tool("a__stats", json!({})).await;
+    let sb = c.tool("b__stats", json!({})).await;
+    assert_eq!(tool_calls(&sa, "echo"), 0, "{sa}");
+    assert_eq!(tool_calls(&sb, "echo"), 1, "{sb}");
+
+    let (uris, _) = list_all(&mut c, "resources/list", "resources", "uri").await;
+    assert!(
+        uris.contains(&"a+test://static/1".to_string())
+            && uris.contains(&"b+test://static/1".to_string()),
+        "{uris:?}"
+    );
+    let read = c
+        .call("resources/read", json!({"uri": "b+test://static/1"}))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "test://static/1 v0");
+    let sb = c.tool("b__stats", json!({})).await;
+    assert_eq!(sb["by_uri"]["resources/read"]["test://static/1"], 1, "{sb}");
+}
+
+#[tokio::test]
+async fn without_prefixes_the_first_server_wins_collisions() {
+    let d = Daemon::start(&two_servers(false, 100)).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let (tools, _) = list_all(&mut c, "tools/list", "tools", "name").await;
+    assert_eq!(
+        tools.iter().filter(|t| *t == "echo").count(),
+        1,
+        "one echo, not two: {tools:?}"
+    );
+    c.tool("echo", json!({"text": "x"})).await;
+    // `stats` itself collides too and goes to a: a saw the echo.
+    let s = c.tool("stats", json!({})).await;
+    assert_eq!(tool_calls(&s, "echo"), 1, "{s}");
+    let (uris, _) = list_all(&mut c, "resources/list", "resources", "uri").await;
+    assert_eq!(
+        uris.iter().filter(|u| *u == "test://static/1").count(),
+        1,
+        "{uris:?}"
+    );
+}
+
+#[tokio::test]
+async fn pagination_spans_both_servers_with_proxy_cursors() {
+    let d = Daemon::start(&two_servers(true, 2)).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let (uris, pages) = list_all(&mut c, "resources/list", "resources", "uri").await;
+    assert_eq!(uris.len(), 10, "5 resources from each server: {uris:?}");
+    assert_eq!(pages, 3, "each server pages by 2: pages of 4, 4, 2");
+    for s in ["a", "b"] {
+        for n in 1..=5 {
+            assert!(
+                uris.contains(&format!("{s}+test://static/{n}")),
+                "{s} {n} missing: {uris:?}"
+            );
+        }
+    }
+    let bad = c
+        .call("resources/list", json!({"cursor": "not-ours"}))
+        .await;
+    assert_eq!(bad["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn the_same_uri_on_two_servers_is_two_subscriptions() {
+    let d = Daemon::start(&two_servers(true, 100)).await;
+    let mut on_a = HttpClient::connect(&d.url, json!({})).await;
+    let mut on_b = HttpClient::connect(&d.url, json!({})).await;
+    on_a.call("resources/subscribe", json!({"uri": "a+test://static/1"}))
+        .await;
+    on_b.call("resources/subscribe", json!({"uri": "b+test://static/1"}))
+        .await;
+    let sa = on_a.tool("a__stats", json!({})).await;
+    let sb = on_a.tool("b__stats", json!({})).await;
+    assert_eq!(sa["subscribed"], json!(["test://static/1"]));
+    assert_eq!(sb["subscribed"], json!(["test://static/1"]));
+    // An update from b reaches only b's holder, with the URI as clients know it.
+    on_a.tool("b__emit_update", json!({"uri": "test://static/1"}))
+        .await;
+    let ev = on_b.next_event().await;
+    assert_eq!(ev["params"]["uri"], "b+test://static/1");
+    on_a.tool("a__emit_list_changed", json!({"kind": "prompts"}))
+        .await;
+    let first = on_a.next_event().await;
+    assert_eq!(
+        first["method"], "notifications/prompts/list_changed",
+        "a's holder got b's update: {first}"
+    );
+    // Unsubscribing from b leaves a's subscription alone.
+    on_b.call("resources/unsubscribe", json!({"uri": "b+test://static/1"}))
+        .await;
+    let sa = on_a.tool("a__stats", json!({})).await;
+    let sb = on_a.tool("b__stats", json!({})).await;
+    assert_eq!(sa["subscribed"], json!(["test://static/1"]));
+    assert_eq!(sb["subscribed"], json!([]));
+}

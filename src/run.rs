@@ -56,6 +56,7 @@ impl Core {
                         ),
                         status: UpstreamStatus::Starting,
                         was_ready: false,
+                        catalog_synced: false,
                     })
                     .collect()
             },

@@ -10,7 +10,7 @@ use crate::protocol::methods::{self, parse_params, InitializeParams, UriParams};
 use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
 use crate::state::capabilities::{self, UpstreamOffer};
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, ProxyId, SubKey};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::Origin;
 
 impl Hub {
@@ -72,7 +72,14 @@ impl Hub {
     fn any_upstream_starting(&self) -> bool {
         self.upstreams
             .iter()
-            .any(|u| matches!(u.status, UpstreamStatus::Starting))
+            .enumerate()
+            .any(|(i, u)| match u.status {
+                UpstreamStatus::Starting => true,
+                UpstreamStatus::Ready(_) => {
+                    !u.catalog_synced && self.pending.catalog_in_flight(UpstreamId(i))
+                }
+                UpstreamStatus::Down { .. } => false,
+            })
     }
 
     /// Answers `initialize` requests that waited for the upstreams' first start.

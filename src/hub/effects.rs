@@ -96,7 +96,8 @@ impl Hub {
                 let err = json!({"code": code, "message": message});
                 self.list_part_done(entry.upstream, agg, kind, cursor, Err(err));
             }
-            Origin::CatalogFetch { .. } | Origin::Unsubscribe(_) | Origin::Internal(_) => {}
+            Origin::CatalogFetch { .. } => self.catalog_settled(entry.upstream),
+            Origin::Unsubscribe(_) | Origin::Internal(_) => {}
         }
     }
 

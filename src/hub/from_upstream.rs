@@ -147,6 +147,7 @@ impl Hub {
             Origin::CatalogFetch { kind, cursor, page } => {
                 let outcome = response_outcome(&msg);
                 self.catalog_page(upstream, kind, cursor, page, outcome);
+                self.catalog_settled(upstream);
             }
             Origin::Unsubscribe(key) => {
                 if let Some(e) = msg.error() {

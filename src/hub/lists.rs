@@ -217,6 +217,15 @@ impl Hub {
         }
     }
 
+    /// Called after each catalog page (or its failure): once nothing is in flight for
+    /// the upstream, deferred client handshakes may be answered.
+    pub(super) fn catalog_settled(&mut self, u: UpstreamId) {
+        if !self.pending.catalog_in_flight(u) && !self.upstreams[u.0].catalog_synced {
+            self.upstreams[u.0].catalog_synced = true;
+            self.answer_deferred_inits();
+        }
+    }
+
     pub(super) fn catalog_page(
         &mut self,
         u: UpstreamId,

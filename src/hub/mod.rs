@@ -87,6 +87,9 @@ pub struct UpstreamSlot {
     pub status: UpstreamStatus,
     /// Whether it has ever been ready (a later `Ready` is a restart).
     pub(crate) was_ready: bool,
+    /// Whether its catalog was complete once: until then client `initialize` answers
+    /// wait, so the first `tools/call` after the handshake can be routed by name.
+    pub(crate) catalog_synced: bool,
 }
 
 #[derive(Debug, Clone)]

@@ -48,6 +48,7 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,
                 was_ready: false,
+                catalog_synced: false,
             }]
         },
         stop.clone(),

@@ -159,6 +159,14 @@ impl PendingTable {
             .collect()
     }
 
+    /// Whether the hub is still learning what `upstream` offers (a catalog page is in
+    /// flight).
+    pub fn catalog_in_flight(&self, upstream: UpstreamId) -> bool {
+        self.upstream_bound
+            .values()
+            .any(|e| e.upstream == upstream && matches!(e.origin, Origin::CatalogFetch { .. }))
+    }
+
     /// Proxy ids of the requests in flight on `upstream`.
     pub fn ids_on_upstream(&self, upstream: UpstreamId) -> Vec<ProxyId> {
         let mut ids: Vec<ProxyId> = self

@@ -37,9 +37,12 @@ pub(crate) struct ListAgg {
     pub client: ClientId,
     id: RawId,
     kind: ListKind,
-    /// Per upstream: its cursor, and its page once known (`Err` = it failed).
-    parts: Vec<(UpstreamId, Option<String>, Option<Result<Page, Value>>)>,
+    parts: Vec<ListPart>,
 }
+
+/// One upstream's share of a list request: its cursor, and its page once known
+/// (`Err` = it failed).
+type ListPart = (UpstreamId, Option<String>, Option<Result<Page, Value>>);
 
 impl Hub {
     pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {

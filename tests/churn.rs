@@ -24,7 +24,9 @@ const CONCURRENCY: usize = 50;
 /// Distinct URIs subscribed to (`test://static/1..=URIS`).
 const URIS: u32 = 20;
 /// Idle expiry of abandoned sessions.
-const IDLE_MS: u64 = 200;
+// Long enough that a live cycle never expires between its requests on a loaded
+// 2-core machine; short enough that abandoned sessions go quickly.
+const IDLE_MS: u64 = 2_000;
 
 fn cycles() -> usize {
     std::env::var("MCPMUX_CHURN_CYCLES")

@@ -6,7 +6,7 @@ use tokio::time::Instant;
 
 use super::{ClientInit, Hub, UpstreamStatus};
 use crate::downstream::outbox::{OutKind, Outbound};
-use crate::protocol::methods::{self, parse_params, InitializeParams, UriParams};
+use crate::protocol::methods::{self, parse_params, InitializeParams};
 use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
 use crate::state::capabilities::{self, UpstreamOffer};
 use crate::state::catalog::ListKind;
@@ -143,13 +143,8 @@ impl Hub {
     }
 
     fn on_subscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
-        let Some(UriParams { uri }) = parse_params(msg.params()) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::INVALID_PARAMS,
-                "resources/subscribe needs params.uri (string)",
-            );
+        let Some(uri) = self.uri_param_or_reply(client, &id, msg) else {
+            return;
         };
         let init = self.clients[&client]
             .init
@@ -162,15 +157,10 @@ impl Hub {
         ) {
             return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
         }
-        let Some((upstream, upstream_uri)) = self.route_uri(&uri) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::INVALID_PARAMS,
-                &format!("no upstream serves {uri}"),
-            );
+        let Some(key) = self.uri_key_or_reply(client, &id, &uri) else {
+            return;
         };
-        let key = SubKey::new(upstream, &upstream_uri);
+        let upstream = key.upstream;
         let slot = &self.upstreams[upstream.0];
         let subscribable = match &slot.status {
             UpstreamStatus::Ready(info) => UpstreamOffer {
@@ -207,13 +197,8 @@ impl Hub {
     }
 
     fn on_unsubscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {
-        let Some(UriParams { uri }) = parse_params(msg.params()) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::INVALID_PARAMS,
-                "resources/unsubscribe needs params.uri (string)",
-            );
+        let Some(uri) = self.uri_param_or_reply(client, &id, msg) else {
+            return;
         };
         if let Some((upstream, upstream_uri)) = self.route_uri(&uri) {
             let key = SubKey::new(upstream, &upstream_uri);

@@ -6,7 +6,7 @@ use bytes::Bytes;
 
 use super::Hub;
 use crate::downstream::outbox::{OutKind, Outbound};
-use crate::protocol::methods::{self, parse_params, UriParams};
+use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
 use crate::state::cache::ReadPlan;
 use crate::state::ids::{ClientId, SubKey};
@@ -14,23 +14,13 @@ use crate::state::pending::Origin;
 
 impl Hub {
     pub(super) fn on_read(&mut self, client: ClientId, id: RawId, msg: Message) {
-        let Some(UriParams { uri }) = parse_params(msg.params()) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::INVALID_PARAMS,
-                "resources/read needs params.uri (string)",
-            );
+        let Some(uri) = self.uri_param_or_reply(client, &id, &msg) else {
+            return;
         };
-        let Some((upstream, upstream_uri)) = self.route_uri(&uri) else {
-            return self.reply_error(
-                client,
-                &id,
-                code::INVALID_PARAMS,
-                &format!("no upstream serves {uri}"),
-            );
+        let Some(key) = self.uri_key_or_reply(client, &id, &uri) else {
+            return;
         };
-        let key = SubKey::new(upstream, &upstream_uri);
+        let (upstream, upstream_uri) = (key.upstream, key.uri.to_string());
         // Only reads of watched URIs are shared or cached; a request with a progress
         // token keeps its own stream of progress, so it goes on its own.
         if !self.subs.is_active(&key) || methods::progress_token(msg.params()).is_some() {

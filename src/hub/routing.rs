@@ -4,9 +4,10 @@
 use serde_json::Value;
 
 use super::Hub;
-use crate::protocol::{code, Message};
+use crate::protocol::methods::{parse_params, UriParams};
+use crate::protocol::{code, Message, RawId};
 use crate::state::catalog::ListKind;
-use crate::state::ids::UpstreamId;
+use crate::state::ids::{ClientId, SubKey, UpstreamId};
 
 impl Hub {
     /// Upstreams whose last known capabilities include `capability`.
@@ -26,6 +27,49 @@ impl Hub {
             cands.push(UpstreamId(0));
         }
         self.catalog.route_uri(uri, &cands)
+    }
+
+    /// Reads `params.uri` of a `resources/*` request; answers the client with an
+    /// invalid-params error and returns `None` when it is missing.
+    pub(super) fn uri_param_or_reply(
+        &mut self,
+        client: ClientId,
+        id: &RawId,
+        msg: &Message,
+    ) -> Option<String> {
+        match parse_params::<UriParams>(msg.params()) {
+            Some(p) => Some(p.uri),
+            None => {
+                let why = format!(
+                    "{} needs params.uri (string)",
+                    msg.method().unwrap_or_default()
+                );
+                self.reply_error(client, id, code::INVALID_PARAMS, &why);
+                None
+            }
+        }
+    }
+
+    /// Routes a client URI to its cache/subscription key; answers the client with an
+    /// error and returns `None` when no upstream serves it.
+    pub(super) fn uri_key_or_reply(
+        &mut self,
+        client: ClientId,
+        id: &RawId,
+        uri: &str,
+    ) -> Option<SubKey> {
+        match self.route_uri(uri) {
+            Some((upstream, own)) => Some(SubKey::new(upstream, &own)),
+            None => {
+                self.reply_error(
+                    client,
+                    id,
+                    code::INVALID_PARAMS,
+                    &format!("no upstream serves {uri}"),
+                );
+                None
+            }
+        }
     }
 
     /// Picks the upstream for a forwarded request and rewrites the routed member

@@ -28,6 +28,51 @@ pub struct InitInfo {
     pub instructions: Option<String>,
 }
 
+impl InitInfo {
+    /// Reads the upstream's answer to the proxy's `initialize`.
+    ///
+    /// # Errors
+    /// When the upstream answered with a JSON-RPC error.
+    pub(crate) fn from_answer(answer: &Message) -> Result<InitInfo, String> {
+        if let Some(err) = answer.error() {
+            return Err(format!("the server refused initialize: {}", err.get()));
+        }
+        let result: serde_json::Value = answer
+            .result()
+            .and_then(|r| serde_json::from_str(r.get()).ok())
+            .unwrap_or_default();
+        Ok(InitInfo {
+            protocol_version: result["protocolVersion"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            capabilities: result["capabilities"].clone(),
+            server_info: result["serverInfo"].clone(),
+            instructions: result["instructions"].as_str().map(str::to_owned),
+        })
+    }
+}
+
+/// Consecutive failed sessions of one upstream: drives the backoff and the decision
+/// to mark it down. A session that lived longer than the longest backoff (at least
+/// 10 s) was a success and starts the count again.
+#[derive(Debug, Default)]
+pub(crate) struct Failures {
+    count: u32,
+}
+
+impl Failures {
+    /// Records a session that ended after `lived`; returns the count and whether to
+    /// try again.
+    pub fn record(&mut self, lived: Duration, cfg: &RestartConfig) -> (u32, bool) {
+        if lived > Duration::from_millis(cfg.max_backoff_ms.max(10_000)) {
+            self.count = 0;
+        }
+        self.count += 1;
+        (self.count, self.count < cfg.max_failures)
+    }
+}
+
 /// What the hub tells an upstream actor.
 #[derive(Debug)]
 pub enum UpstreamCmd {

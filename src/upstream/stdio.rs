@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, InitInfo, UpstreamCmd, UpstreamEvent};
+use super::{backoff, Failures, InitInfo, UpstreamCmd, UpstreamEvent};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
 use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
@@ -49,7 +49,7 @@ enum SessionEnd {
 impl StdioUpstream {
     pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
         let name = self.config.name.clone();
-        let mut failures: u32 = 0;
+        let mut failures = Failures::default();
         loop {
             // Commands queued for a dead session must not reach the next one.
             while rx.try_recv().is_ok() {}
@@ -59,12 +59,7 @@ impl StdioUpstream {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Died(r) => r,
             };
-            // A session that ran for a while resets the failure count.
-            if started.elapsed() > Duration::from_millis(self.restart.max_backoff_ms.max(10_000)) {
-                failures = 0;
-            }
-            failures += 1;
-            let retrying = failures < self.restart.max_failures;
+            let (failures, retrying) = failures.record(started.elapsed(), &self.restart);
             tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
             if self
                 .hub
@@ -243,22 +238,7 @@ impl StdioUpstream {
             };
             match msg.kind() {
                 Kind::Response if msg.id() == Some(&init_id) => {
-                    if let Some(err) = msg.error() {
-                        return Err(format!("the server refused initialize: {}", err.get()));
-                    }
-                    let result: serde_json::Value = msg
-                        .result()
-                        .and_then(|r| serde_json::from_str(r.get()).ok())
-                        .unwrap_or_default();
-                    let info = InitInfo {
-                        protocol_version: result["protocolVersion"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_owned(),
-                        capabilities: result["capabilities"].clone(),
-                        server_info: result["serverInfo"].clone(),
-                        instructions: result["instructions"].as_str().map(str::to_owned),
-                    };
+                    let info = InitInfo::from_answer(&msg)?;
                     let note = Message::notification(methods::INITIALIZED, None);
                     writer
                         .send(note.to_bytes())

@@ -71,22 +71,7 @@ pub(super) async fn handshake(endpoint: &Endpoint) -> Result<(SessionCtx, InitIn
         }
     };
     let answer = answer.ok_or("the server did not answer initialize")?;
-    if let Some(err) = answer.error() {
-        return Err(format!("the server refused initialize: {}", err.get()));
-    }
-    let result: serde_json::Value = answer
-        .result()
-        .and_then(|r| serde_json::from_str(r.get()).ok())
-        .unwrap_or_default();
-    let info = InitInfo {
-        protocol_version: result["protocolVersion"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned(),
-        capabilities: result["capabilities"].clone(),
-        server_info: result["serverInfo"].clone(),
-        instructions: result["instructions"].as_str().map(str::to_owned),
-    };
+    let info = InitInfo::from_answer(&answer)?;
     let ctx = SessionCtx {
         endpoint: endpoint.clone(),
         session_id,

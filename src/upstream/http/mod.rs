@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, UpstreamCmd, UpstreamEvent};
+use super::{backoff, Failures, UpstreamCmd, UpstreamEvent};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
 use crate::hub::HubHandle;
 use crate::protocol::Message;
@@ -103,7 +103,7 @@ impl HttpUpstream {
                 return;
             }
         };
-        let mut failures: u32 = 0;
+        let mut failures = Failures::default();
         loop {
             // Commands queued for a dead session must not reach the next one.
             while rx.try_recv().is_ok() {}
@@ -113,12 +113,7 @@ impl HttpUpstream {
                 SessionEnd::Died(r) => (r, Vec::new(), false),
                 SessionEnd::Expired { reason, orphans } => (reason, orphans, true),
             };
-            // A session that ran for a while resets the failure count.
-            if started.elapsed() > Duration::from_millis(self.restart.max_backoff_ms.max(10_000)) {
-                failures = 0;
-            }
-            failures += 1;
-            let retrying = failures < self.restart.max_failures;
+            let (failures, retrying) = failures.record(started.elapsed(), &self.restart);
             tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
             if self
                 .hub

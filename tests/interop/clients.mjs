@@ -336,9 +336,11 @@ async function reread(opts) {
         budget,
         `${opts.updates} updates for ${uri} at every client (counts so far: ${JSON.stringify(peers.map((p) => p.count(uri)))})`,
       );
-      await Promise.all(peers.map((p) => p.unsubscribe(uri)));
-      // Let re-reads still in flight finish (each awaits its own response).
+      // Let re-reads still in flight finish (each awaits its own response) before
+      // anyone unsubscribes: a read after the last unsubscribe is, rightly, not served
+      // from the cache, and would count as an extra upstream read.
       await withTimeout(Promise.allSettled([...inflight]), opts.timeoutMs, "in-flight re-reads");
+      await Promise.all(peers.map((p) => p.unsubscribe(uri)));
       await Promise.all(togglers.map((p) => toggle(p, "Stopped")));
     } catch (e) {
       await Promise.allSettled(togglers.map((p) => toggle(p, "Stopped")));

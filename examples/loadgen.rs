@@ -13,6 +13,7 @@
 //!   --calls M              echo round trips per forwarding path (default 5,000)
 //!   --sessions 1000,10000  idle sessions per memory row
 //!   --uris U               URIs each of the first memory row's sessions subscribes to (default 100)
+//!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
 //! ```
 //!
@@ -33,6 +34,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
+use harness::client::Parse;
 use harness::memory::memory;
 use harness::scenarios::{
     fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env, Fanout,
@@ -50,6 +52,7 @@ struct Args {
     calls: usize,
     sessions: Vec<usize>,
     uris: usize,
+    parse: Parse,
     smoke: bool,
 }
 
@@ -70,6 +73,7 @@ fn parse_args() -> Result<Args> {
         calls: 5000,
         sessions: vec![1000, 10_000],
         uris: 100,
+        parse: Parse::Light,
         smoke: false,
     };
     let mut it = std::env::args().skip(1);
@@ -83,6 +87,13 @@ fn parse_args() -> Result<Args> {
             "--calls" => a.calls = value()?.parse()?,
             "--sessions" => a.sessions = list(&value()?)?,
             "--uris" => a.uris = value()?.parse()?,
+            "--parse" => {
+                a.parse = match value()?.as_str() {
+                    "light" => Parse::Light,
+                    "full" => Parse::Full,
+                    other => bail!("--parse light|full, not {other}"),
+                }
+            }
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
                 println!("usage: loadgen storm|fanout|read-storm|forwarding|memory|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
@@ -93,7 +104,11 @@ fn parse_args() -> Result<Args> {
         }
     }
     if a.scenario.is_empty() {
-        a.scenario = if a.smoke { "all".into() } else { bail!("name a scenario (or all)") };
+        a.scenario = if a.smoke {
+            "all".into()
+        } else {
+            bail!("name a scenario (or all)")
+        };
     }
     Ok(a)
 }
@@ -133,7 +148,9 @@ fn main() -> Result<()> {
         .build()?;
     let env = Env {
         server: server.handle().clone(),
+        server_threads: Some("mcpmux".into()),
         bins: bins()?,
+        parse: args.parse,
     };
     let result = clients.block_on(run(&args, &env));
     clients.shutdown_timeout(Duration::from_secs(5));
@@ -208,33 +225,45 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         let r = fanout_raw(env, n, k, args.iso).await?;
         rows.push((n, m, r));
     }
-    println!("\n### fanout, burst: the upstream emits K updates as fast as it can; N clients hold the URI\n");
-    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/raw | latency p50 ms | p99 ms | max ms |");
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "\n### fanout, burst: the upstream emits K updates as fast as it can; N clients hold the URI (receivers: {:?})\n",
+        args.parse
+    );
+    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/raw | server CPU µs/delivery | latency p50 ms | p99 ms | max ms |");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (n, m, r) in &rows {
         let ratio = m.burst.per_sec() / r.burst.per_sec().max(1e-9);
-        for (side, f, ratio) in [("mcpmux", m, format!("{ratio:.2}")), ("raw SSE", r, String::new())] {
+        for (side, f, ratio) in [
+            ("mcpmux", m, format!("{ratio:.2}")),
+            ("raw SSE", r, String::new()),
+        ] {
             let b = &f.burst;
             println!(
-                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {} | {} | {} |",
+                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {} | {} | {} |",
                 group(*n as u64),
                 group(b.k),
                 group(b.delivered),
                 group(b.expected),
                 dms(b.wall),
                 rate(b.per_sec()),
+                b.cpu_us_per_delivery(),
                 ms(b.lat.p50),
                 ms(b.lat.p99),
                 ms(b.lat.max)
             );
         }
     }
-    println!("\n### fanout, isolated: one update at a time, the next only after all N received it\n");
+    println!(
+        "\n### fanout, isolated: one update at a time, the next only after all N received it\n"
+    );
     println!("| N | events | side | delivered / expected | per delivery p50 ms | p99 ms | max ms | to all N: p50 ms | p99 ms | mcpmux/raw (to all, p50) |");
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for (n, m, r) in &rows {
         let ratio = m.iso.all.p50 as f64 / (r.iso.all.p50 as f64).max(1.0);
-        for (side, f, ratio) in [("mcpmux", m, format!("{ratio:.1}×")), ("raw SSE", r, String::new())] {
+        for (side, f, ratio) in [
+            ("mcpmux", m, format!("{ratio:.1}×")),
+            ("raw SSE", r, String::new()),
+        ] {
             let i = &f.iso;
             println!(
                 "| {} | {} | {side} | {} / {} | {} | {} | {} | {} | {} | {ratio} |",

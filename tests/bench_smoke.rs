@@ -6,18 +6,25 @@
 #[path = "../examples/loadgen/mod.rs"]
 mod harness;
 
+use harness::client::Parse;
 use harness::scenarios::{
     fanout_mcpmux, fanout_raw, forwarding, read_storm, storm, Bins, Env, URI,
 };
 
-fn env() -> Env {
+fn env_with(parse: Parse) -> Env {
     Env {
         server: tokio::runtime::Handle::current(),
+        server_threads: None,
         bins: Bins {
             scripted: env!("CARGO_BIN_EXE_scripted-upstream").into(),
             mcpmux: Some(env!("CARGO_BIN_EXE_mcpmux").into()),
         },
+        parse,
     }
+}
+
+fn env() -> Env {
+    env_with(Parse::Full)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,12 +39,18 @@ async fn storm_of_n_clients_sends_one_upstream_subscribe() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fanout_delivers_every_update_to_every_client() {
-    let env = env();
-    let m = fanout_mcpmux(&env, 3, 3, 2).await.unwrap();
-    let r = fanout_raw(&env, 3, 3, 2).await.unwrap();
-    for f in [&m, &r] {
+    let mut runs = vec![];
+    for parse in [Parse::Full, Parse::Light] {
+        let env = env_with(parse);
+        runs.push(fanout_mcpmux(&env, 3, 3, 2).await.unwrap());
+        runs.push(fanout_raw(&env, 3, 3, 2).await.unwrap());
+    }
+    for f in &runs {
         assert_eq!(f.iso.delivered, 6, "{f:?}");
-        assert_eq!(f.iso.all.n, 2, "two isolated events, each seen by all: {f:?}");
+        assert_eq!(
+            f.iso.all.n, 2,
+            "two isolated events, each seen by all: {f:?}"
+        );
         assert_eq!(f.burst.delivered, 9, "0 lost: {f:?}");
         assert_eq!(f.burst.lat.n, 9, "every update carried its stamp: {f:?}");
     }

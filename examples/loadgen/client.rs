@@ -130,32 +130,90 @@ struct NoteMeta {
     t: Option<u64>,
 }
 
+/// How a receiver reads its SSE stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Parse {
+    /// `eventsource-stream` + `serde_json` on every event: what a real client does.
+    #[default]
+    Full,
+    /// A byte scan for the event boundary, the method, the URI and `"t":`, so that the
+    /// clients (which share the 2 cores with the server) cost as little as possible.
+    Light,
+}
+
 /// Reads an SSE response, counting each `notifications/resources/updated` for `uri`
 /// into `tally` and recording its latency when it carries `_meta.t`.
-pub fn receive(resp: reqwest::Response, uri: Arc<str>, tally: Arc<Tally>) -> Receiver {
+pub fn receive(
+    resp: reqwest::Response,
+    uri: Arc<str>,
+    tally: Arc<Tally>,
+    parse: Parse,
+) -> Receiver {
     let samples: Samples = Arc::new(Mutex::new(Vec::new()));
     let mine = samples.clone();
-    let task = tokio::spawn(async move {
-        let mut events = resp.bytes_stream().eventsource();
-        while let Some(Ok(ev)) = events.next().await {
-            let Ok(note) = serde_json::from_str::<Note<'_>>(&ev.data) else {
-                continue;
-            };
-            if note.method.as_deref() != Some("notifications/resources/updated") {
-                continue;
+    let task = match parse {
+        Parse::Full => tokio::spawn(async move {
+            let mut events = resp.bytes_stream().eventsource();
+            while let Some(Ok(ev)) = events.next().await {
+                let Ok(note) = serde_json::from_str::<Note<'_>>(&ev.data) else {
+                    continue;
+                };
+                if note.method.as_deref() != Some("notifications/resources/updated") {
+                    continue;
+                }
+                let Some(params) = note.params else { continue };
+                if params.uri.as_deref() != Some(&*uri) {
+                    continue;
+                }
+                if let Some(t) = params.meta.and_then(|m| m.t) {
+                    let lat = unix_nanos().saturating_sub(t);
+                    mine.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push((t, lat));
+                }
+                tally.add();
             }
-            let Some(params) = note.params else { continue };
-            if params.uri.as_deref() != Some(&*uri) {
-                continue;
+        }),
+        Parse::Light => tokio::spawn(async move {
+            let needle = format!("\"uri\":\"{uri}\"");
+            let mut stream = resp.bytes_stream();
+            let mut buf: Vec<u8> = Vec::new();
+            while let Some(Ok(chunk)) = stream.next().await {
+                buf.extend_from_slice(&chunk);
+                let mut start = 0;
+                while let Some(end) = find(&buf[start..], b"\n\n") {
+                    let ev = &buf[start..start + end];
+                    start += end + 2;
+                    if find(ev, b"notifications/resources/updated").is_none()
+                        || find(ev, needle.as_bytes()).is_none()
+                    {
+                        continue;
+                    }
+                    if let Some(t) = stamp_of(ev) {
+                        let lat = unix_nanos().saturating_sub(t);
+                        mine.lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push((t, lat));
+                    }
+                    tally.add();
+                }
+                buf.drain(..start);
             }
-            if let Some(t) = params.meta.and_then(|m| m.t) {
-                let lat = unix_nanos().saturating_sub(t);
-                mine.lock().unwrap_or_else(|p| p.into_inner()).push((t, lat));
-            }
-            tally.add();
-        }
-    });
+        }),
+    };
     Receiver { samples, task }
+}
+
+/// Position of `needle` in `hay`.
+fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// The number after the first `"t":` in an event.
+fn stamp_of(ev: &[u8]) -> Option<u64> {
+    let at = find(ev, b"\"t\":")? + 4;
+    let digits = ev[at..].iter().take_while(|b| b.is_ascii_digit()).count();
+    std::str::from_utf8(&ev[at..at + digits]).ok()?.parse().ok()
 }
 
 /// One MCP session over Streamable HTTP.
@@ -219,7 +277,12 @@ impl Session {
     ///
     /// # Errors
     /// Any HTTP failure or a non-success status.
-    pub async fn open_stream(&self, uri: Arc<str>, tally: Arc<Tally>) -> Result<Receiver> {
+    pub async fn open_stream(
+        &self,
+        uri: Arc<str>,
+        tally: Arc<Tally>,
+        parse: Parse,
+    ) -> Result<Receiver> {
         let resp = self
             .http
             .get(&*self.url)
@@ -232,7 +295,7 @@ impl Session {
         if !resp.status().is_success() {
             bail!("GET stream: HTTP {}", resp.status());
         }
-        Ok(receive(resp, uri, tally))
+        Ok(receive(resp, uri, tally, parse))
     }
 
     async fn post(&self, body: &Value) -> Result<reqwest::Response> {
@@ -420,4 +483,31 @@ impl LineClient {
 /// Time since `start`, in nanoseconds.
 pub fn ns_since(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// CPU time (user + system) of this process's threads whose name starts with `prefix`,
+/// from `/proc/self/task/*/stat`; zero where `/proc` is unavailable. Resolution is one
+/// clock tick (usually 10 ms), so use it on runs of a second or more.
+pub fn thread_cpu(prefix: &str) -> Duration {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
+        return Duration::ZERO;
+    };
+    let mut ticks = 0u64;
+    for task in dir.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        if !stat[open + 1..close].starts_with(prefix) {
+            continue;
+        }
+        // Fields after the name: state is field 3; utime and stime are fields 14 and 15.
+        let rest: Vec<&str> = stat[close + 1..].split_whitespace().collect();
+        let field = |n: usize| rest.get(n - 3).and_then(|v| v.parse::<u64>().ok());
+        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
+    }
+    // CLK_TCK is 100 on every Linux configuration this runs on.
+    Duration::from_millis(ticks * 10)
 }

@@ -10,7 +10,7 @@ use anyhow::{ensure, Result};
 use futures_util::{StreamExt, TryStreamExt};
 use serde_json::json;
 
-use super::client::{http_pool, Receiver, Session, Tally};
+use super::client::{http_pool, Parse, Receiver, Session, Tally};
 use super::proxy::{config_toml, Daemon, Limits};
 use super::scenarios::{CONNECT_CONCURRENCY, URI};
 
@@ -35,9 +35,8 @@ impl MemRow {
     }
 
     pub fn per_subscription(&self) -> Option<f64> {
-        self.with_subscriptions.map(|s| {
-            s.saturating_sub(self.with_sessions) as f64 / self.subscriptions.max(1) as f64
-        })
+        self.with_subscriptions
+            .map(|s| s.saturating_sub(self.with_sessions) as f64 / self.subscriptions.max(1) as f64)
     }
 }
 
@@ -71,7 +70,7 @@ pub async fn memory(
             let (uri, tally) = (uri.clone(), tally.clone());
             async move {
                 let s = Session::connect(http_ref, url).await?;
-                let r = s.open_stream(uri, tally).await?;
+                let r = s.open_stream(uri, tally, Parse::Full).await?;
                 anyhow::Ok((s, r))
             }
         })

@@ -68,7 +68,12 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, None);
         let stop = CancellationToken::new();
-        let server = rt.spawn(serve_http(listener, settings, core.hub.clone(), stop.clone()));
+        let server = rt.spawn(serve_http(
+            listener,
+            settings,
+            core.hub.clone(),
+            stop.clone(),
+        ));
         Ok(Proxy {
             url: format!("http://{addr}{}", cfg.listen.path),
             core,

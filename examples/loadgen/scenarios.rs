@@ -15,7 +15,9 @@ use futures_util::{StreamExt, TryStreamExt};
 use serde_json::{json, Value};
 use tokio::runtime::Handle;
 
-use super::client::{http_pool, ns_since, receive, LineClient, Receiver, Session, Tally};
+use super::client::{
+    http_pool, ns_since, receive, thread_cpu, LineClient, Parse, Receiver, Session, Tally,
+};
 use super::proxy::{config_toml, Limits, Proxy, TempFile};
 use super::raw::RawServer;
 use super::stats::{pct, Pct};
@@ -42,7 +44,20 @@ pub struct Bins {
 pub struct Env {
     /// The runtime that hosts mcpmux and the raw baseline (clients run on the caller's).
     pub server: Handle,
+    /// Thread-name prefix of `server`'s threads, for CPU accounting (`None`: not
+    /// measured, e.g. when clients and server share one runtime).
+    pub server_threads: Option<String>,
     pub bins: Bins,
+    /// How fanout receivers parse their streams.
+    pub parse: Parse,
+}
+
+impl Env {
+    fn server_cpu(&self) -> Duration {
+        self.server_threads
+            .as_deref()
+            .map_or(Duration::ZERO, thread_cpu)
+    }
 }
 
 /// A proxy, a control session (not subscribed) and `n` sessions with GET streams.
@@ -55,7 +70,7 @@ struct Bench {
 }
 
 impl Bench {
-    async fn start(env: &Env, n: usize, limits: Limits) -> Result<Bench> {
+    async fn start(env: &Env, n: usize, limits: Limits, parse: Parse) -> Result<Bench> {
         let proxy = Proxy::start(&env.server, &config_toml(&env.bins.scripted, limits))?;
         let http = http_pool()?;
         let control = Session::connect(&http, &proxy.url).await?;
@@ -67,7 +82,7 @@ impl Bench {
                 let (uri, tally) = (uri.clone(), tally.clone());
                 async move {
                     let s = Session::connect(http, url).await?;
-                    let r = s.open_stream(uri, tally).await?;
+                    let r = s.open_stream(uri, tally, parse).await?;
                     anyhow::Ok((s, r))
                 }
             })
@@ -163,7 +178,7 @@ pub async fn storm(env: &Env, n: usize) -> Result<StormRow> {
         max_clients: n + 16,
         ..Limits::default()
     };
-    let mut b = Bench::start(env, n, limits).await?;
+    let mut b = Bench::start(env, n, limits, Parse::Full).await?;
     let connect = t0.elapsed();
     let t = Instant::now();
     let confirmed = b.subscribe_all().await?;
@@ -193,11 +208,18 @@ pub struct Burst {
     pub wall: Duration,
     /// Emit → receipt, per delivery.
     pub lat: Pct,
+    /// CPU used by the server runtime's threads during the burst (zero if unmeasured).
+    pub server_cpu: Duration,
 }
 
 impl Burst {
     pub fn per_sec(&self) -> f64 {
         self.delivered as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Server CPU per delivery, in microseconds.
+    pub fn cpu_us_per_delivery(&self) -> f64 {
+        self.server_cpu.as_secs_f64() * 1e6 / self.delivered.max(1) as f64
     }
 }
 
@@ -247,8 +269,11 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
         client_queue: (k as usize + 64).max(Limits::default().client_queue),
         ..Limits::default()
     };
-    let mut b = Bench::start(env, n, limits).await?;
-    ensure!(b.subscribe_all().await? == n, "not every subscribe confirmed");
+    let mut b = Bench::start(env, n, limits, env.parse).await?;
+    ensure!(
+        b.subscribe_all().await? == n,
+        "not every subscribe confirmed"
+    );
     let n64 = n as u64;
     let mut delivered = 0;
     for _ in 0..iso {
@@ -263,12 +288,17 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
     let before = b.tally.delivered();
     let expected = n64 * k;
     b.tally.expect(before + expected);
+    let cpu0 = env.server_cpu();
     let t = Instant::now();
     b.control
-        .tool("emit_updates", json!({"uri": URI, "count": k, "stamp": true}))
+        .tool(
+            "emit_updates",
+            json!({"uri": URI, "count": k, "stamp": true}),
+        )
         .await?;
     let got = wait_for(&b.tally, before + expected).await - before;
     let wall = t.elapsed();
+    let server_cpu = env.server_cpu().saturating_sub(cpu0);
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
     let peak_queue = b.proxy.core.hub.stats().await?.peak_queue;
     b.stop().await;
@@ -281,6 +311,7 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
             delivered: got,
             wall,
             lat: pct(&mut lats),
+            server_cpu,
         },
         peak_queue,
     })
@@ -302,14 +333,18 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout>
                     .header("accept", "text/event-stream")
                     .send()
                     .await?;
-                anyhow::Ok(receive(resp, uri, tally))
+                anyhow::Ok(receive(resp, uri, tally, env.parse))
             }
         })
         .buffer_unordered(CONNECT_CONCURRENCY)
         .try_collect()
         .await?;
     // The handler registers its stream before answering, so all are connected now.
-    ensure!(server.connected() == n, "raw: {} of {n} streams", server.connected());
+    ensure!(
+        server.connected() == n,
+        "raw: {} of {n} streams",
+        server.connected()
+    );
     let n64 = n as u64;
     let mut next_id = 1;
     let mut delivered = 0;
@@ -325,10 +360,12 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout>
     let before = tally.delivered();
     let expected = n64 * k;
     tally.expect(before + expected);
+    let cpu0 = env.server_cpu();
     let t = Instant::now();
     server.broadcast(URI, k, next_id).await?;
     let got = wait_for(&tally, before + expected).await - before;
     let wall = t.elapsed();
+    let server_cpu = env.server_cpu().saturating_sub(cpu0);
     let mut lats: Vec<u64> = drain_samples(&receivers).iter().map(|s| s.1).collect();
     server.close_streams();
     drop(receivers);
@@ -341,6 +378,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout>
             delivered: got,
             wall,
             lat: pct(&mut lats),
+            server_cpu,
         },
         peak_queue: 0,
     })
@@ -379,8 +417,11 @@ pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
         max_clients: n + 16,
         ..Limits::default()
     };
-    let mut b = Bench::start(env, n, limits).await?;
-    ensure!(b.subscribe_all().await? == n, "not every subscribe confirmed");
+    let mut b = Bench::start(env, n, limits, Parse::Full).await?;
+    ensure!(
+        b.subscribe_all().await? == n,
+        "not every subscribe confirmed"
+    );
     let before = upstream_count(&mut b.control, "resources/read", URI).await?;
     let mut lats = vec![];
     let mut client_reads = 0;
@@ -411,9 +452,7 @@ pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
     for _ in 0..k {
         let mut sent = HashMap::new();
         for _ in 0..n {
-            let id = direct
-                .send("resources/read", json!({"uri": URI}))
-                .await?;
+            let id = direct.send("resources/read", json!({"uri": URI})).await?;
             sent.insert(id, Instant::now());
         }
         for _ in 0..n {

@@ -13,6 +13,8 @@
 //!   --calls M              echo round trips per forwarding path (default 5,000)
 //!   --sessions 1000,10000  idle sessions per memory row
 //!   --uris U               URIs each of the first memory row's sessions subscribes to (default 100)
+//!   --peer PATH            `peer`: path of npm mcp-proxy's dist/bin/mcp-proxy.mjs
+//!                          (default $MCP_PROXY_MJS); `peer` is skipped by `all` without it
 //!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
 //! ```
@@ -36,6 +38,8 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context, Result};
 use harness::client::Parse;
 use harness::memory::memory;
+use harness::peer::{peer_echo, peer_fanout, peer_storm};
+use harness::proxy::{config_toml, Limits, Proxy};
 use harness::scenarios::{
     fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env, Fanout,
 };
@@ -53,6 +57,7 @@ struct Args {
     sessions: Vec<usize>,
     uris: usize,
     parse: Parse,
+    peer: Option<PathBuf>,
     smoke: bool,
 }
 
@@ -74,6 +79,7 @@ fn parse_args() -> Result<Args> {
         sessions: vec![1000, 10_000],
         uris: 100,
         parse: Parse::Light,
+        peer: std::env::var_os("MCP_PROXY_MJS").map(PathBuf::from),
         smoke: false,
     };
     let mut it = std::env::args().skip(1);
@@ -94,6 +100,7 @@ fn parse_args() -> Result<Args> {
                     other => bail!("--parse light|full, not {other}"),
                 }
             }
+            "--peer" => a.peer = Some(value()?.into()),
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
                 println!("usage: loadgen storm|fanout|read-storm|forwarding|memory|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
@@ -185,6 +192,10 @@ async fn run(args: &Args, env: &Env) -> Result<()> {
     }
     if run_it("memory") {
         run_memory(args, env).await?;
+    }
+    if args.scenario == "peer" || (all && args.peer.is_some()) {
+        known = true;
+        run_peer(args, env).await?;
     }
     if !known {
         bail!("unknown scenario {}", args.scenario);
@@ -360,5 +371,66 @@ async fn run_memory(args: &Args, env: &Env) -> Result<()> {
                 .map_or("–".into(), |b| group(b.round() as u64))
         );
     }
+    Ok(())
+}
+
+async fn run_peer(args: &Args, env: &Env) -> Result<()> {
+    let Some(script) = args.peer.clone() else {
+        bail!("peer needs --peer PATH/TO/mcp-proxy/dist/bin/mcp-proxy.mjs (or $MCP_PROXY_MJS)");
+    };
+    let scripted = &env.bins.scripted;
+    println!("\n### peer: npm mcp-proxy vs mcpmux, same scripted upstream, same clients\n");
+    println!("| measurement | mcp-proxy | mcpmux | mcpmux/mcp-proxy |");
+    println!("|---|---:|---:|---:|");
+    let calls = args.calls.min(2000);
+    let proxy = Proxy::start(&env.server, &config_toml(scripted, Limits::default()))?;
+    let (p, m) = peer_echo(&script, scripted, &proxy.url, calls, 100).await?;
+    proxy.stop().await;
+    println!(
+        "| echo round trip over HTTP, p50 ms ({calls} calls, interleaved) | {} | {} | {:.2} |",
+        ms(p.p50),
+        ms(m.p50),
+        m.p50 as f64 / p.p50.max(1) as f64
+    );
+    println!(
+        "| echo round trip over HTTP, p99 ms | {} | {} | {:.2} |",
+        ms(p.p99),
+        ms(m.p99),
+        m.p99 as f64 / p.p99.max(1) as f64
+    );
+    for n in [10, 100] {
+        let (pc, pu, pw) = peer_storm(&script, scripted, n).await?;
+        let m = storm(env, n).await?;
+        println!(
+            "| storm N={n}: confirmed / upstream subscribes / wall ms | {pc} / {pu} / {} | {} / {} / {} | |",
+            dms(pw),
+            m.confirmed,
+            m.upstream_subscribes,
+            dms(m.wall)
+        );
+    }
+    let (n, k) = (100, 1000);
+    let pb = peer_fanout(&script, scripted, n, k, args.parse).await?;
+    let mb = fanout_mcpmux(env, n, k, 0).await?.burst;
+    println!(
+        "| fanout N={n} K={k}: delivered / expected | {} / {} | {} / {} | |",
+        group(pb.delivered),
+        group(pb.expected),
+        group(mb.delivered),
+        group(mb.expected)
+    );
+    println!(
+        "| fanout N={n} K={k}: deliveries/s | {} | {} | {:.2} |",
+        rate(pb.per_sec()),
+        rate(mb.per_sec()),
+        mb.per_sec() / pb.per_sec().max(1e-9)
+    );
+    println!(
+        "| fanout N={n} K={k}: stamped deliveries (`_meta` kept) / latency p50 ms | {} / {} | {} / {} | |",
+        group(pb.lat.n as u64),
+        ms(pb.lat.p50),
+        group(mb.lat.n as u64),
+        ms(mb.lat.p50)
+    );
     Ok(())
 }

@@ -3,12 +3,13 @@
 //!
 //! Layout: [`client`] (HTTP and stdio MCP clients, the GET-stream receiver),
 //! [`proxy`] (mcpmux in-process or as `mcpmux serve`), [`raw`] (the no-MCP SSE
-//! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`),
+//! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`), [`peer`] (npm `mcp-proxy`),
 //! [`stats`] (percentiles, formatting).
 #![allow(dead_code)] // The smoke test uses a subset.
 
 pub mod client;
 pub mod memory;
+pub mod peer;
 pub mod proxy;
 pub mod raw;
 pub mod scenarios;

@@ -61,22 +61,33 @@ impl Env {
 }
 
 /// A proxy, a control session (not subscribed) and `n` sessions with GET streams.
-struct Bench {
-    proxy: Proxy,
-    control: Session,
-    clients: Vec<Session>,
-    receivers: Vec<Receiver>,
-    tally: Arc<Tally>,
+pub struct Bench {
+    /// mcpmux in-process; `None` for a peer proxy reached by URL.
+    proxy: Option<Proxy>,
+    pub control: Session,
+    pub clients: Vec<Session>,
+    pub receivers: Vec<Receiver>,
+    pub tally: Arc<Tally>,
 }
 
 impl Bench {
     async fn start(env: &Env, n: usize, limits: Limits, parse: Parse) -> Result<Bench> {
         let proxy = Proxy::start(&env.server, &config_toml(&env.bins.scripted, limits))?;
+        let mut b = Bench::connect(&proxy.url, n, parse).await?;
+        b.proxy = Some(proxy);
+        Ok(b)
+    }
+
+    /// `n` sessions with GET streams, plus a control session, at `url`.
+    ///
+    /// # Errors
+    /// Any session failing to connect.
+    pub async fn connect(url: &str, n: usize, parse: Parse) -> Result<Bench> {
         let http = http_pool()?;
-        let control = Session::connect(&http, &proxy.url).await?;
+        let control = Session::connect(&http, url).await?;
         let tally = Tally::new();
         let uri: Arc<str> = URI.into();
-        let (http, url) = (&http, proxy.url.as_str());
+        let http = &http;
         let pairs: Vec<(Session, Receiver)> = futures_util::stream::iter(0..n)
             .map(|_| {
                 let (uri, tally) = (uri.clone(), tally.clone());
@@ -91,7 +102,7 @@ impl Bench {
             .await?;
         let (clients, receivers) = pairs.into_iter().unzip();
         Ok(Bench {
-            proxy,
+            proxy: None,
             control,
             clients,
             receivers,
@@ -99,8 +110,15 @@ impl Bench {
         })
     }
 
+    fn core(&self) -> Result<&mcpmux::run::Core> {
+        self.proxy
+            .as_ref()
+            .map(|p| &p.core)
+            .ok_or_else(|| anyhow::anyhow!("not an in-process mcpmux"))
+    }
+
     /// Every client subscribes to `URI` at once; returns how many were confirmed.
-    async fn subscribe_all(&mut self) -> Result<usize> {
+    pub async fn subscribe_all(&mut self) -> Result<usize> {
         let answers = join_all(
             self.clients
                 .iter_mut()
@@ -116,22 +134,24 @@ impl Bench {
         Ok(ok)
     }
 
-    async fn stop(self) {
+    pub async fn stop(self) {
         drop(self.receivers);
         drop(self.clients);
-        self.proxy.stop().await;
+        if let Some(p) = self.proxy {
+            p.stop().await;
+        }
     }
 }
 
 /// How many requests of `method` for `uri` the scripted upstream has received.
-async fn upstream_count(control: &mut Session, method: &str, uri: &str) -> Result<u64> {
+pub async fn upstream_count(control: &mut Session, method: &str, uri: &str) -> Result<u64> {
     let stats = control.tool("stats", json!({})).await?;
     Ok(stats["by_uri"][method][uri].as_u64().unwrap_or(0))
 }
 
 /// Waits until `tally` reaches `target`, or nothing arrived for [`WAIT_STALL`], or
 /// [`WAIT_MAX`] passed. Returns the count then.
-async fn wait_for(tally: &Tally, target: u64) -> u64 {
+pub async fn wait_for(tally: &Tally, target: u64) -> u64 {
     tally.expect(target);
     let start = Instant::now();
     let mut last = tally.delivered();
@@ -150,7 +170,7 @@ async fn wait_for(tally: &Tally, target: u64) -> u64 {
     }
 }
 
-fn drain_samples(receivers: &[Receiver]) -> Vec<(u64, u64)> {
+pub fn drain_samples(receivers: &[Receiver]) -> Vec<(u64, u64)> {
     let mut out = vec![];
     for r in receivers {
         out.append(&mut r.samples.lock().unwrap_or_else(|p| p.into_inner()));
@@ -184,7 +204,7 @@ pub async fn storm(env: &Env, n: usize) -> Result<StormRow> {
     let confirmed = b.subscribe_all().await?;
     let wall = t.elapsed();
     let upstream_subscribes = upstream_count(&mut b.control, "resources/subscribe", URI).await?;
-    let hub = b.proxy.core.hub.stats().await?;
+    let hub = b.core()?.hub.stats().await?;
     b.stop().await;
     Ok(StormRow {
         n,
@@ -300,7 +320,7 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
-    let peak_queue = b.proxy.core.hub.stats().await?.peak_queue;
+    let peak_queue = b.core()?.hub.stats().await?.peak_queue;
     b.stop().await;
     Ok(Fanout {
         iso,
@@ -444,7 +464,7 @@ pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
         }
     }
     let upstream_reads = upstream_count(&mut b.control, "resources/read", URI).await? - before;
-    let cache = b.proxy.core.hub.stats().await?.cache;
+    let cache = b.core()?.hub.stats().await?.cache;
     b.stop().await;
 
     let mut direct = LineClient::start(&env.bins.scripted, &[]).await?;

@@ -43,7 +43,8 @@ async fn fanout_delivers_every_update_to_every_client() {
     for parse in [Parse::Full, Parse::Light] {
         let env = env_with(parse);
         runs.push(fanout_mcpmux(&env, 3, 3, 2).await.unwrap());
-        runs.push(fanout_raw(&env, 3, 3, 2).await.unwrap());
+        runs.push(fanout_raw(&env, 3, 3, 2, 1).await.unwrap());
+        runs.push(fanout_raw(&env, 3, 3, 2, 2).await.unwrap());
     }
     for f in &runs {
         assert_eq!(f.iso.delivered, 6, "{f:?}");

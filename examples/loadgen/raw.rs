@@ -78,27 +78,36 @@ impl RawServer {
 
     /// Sends `count` events, each stamped with its creation time, to every stream, as
     /// fast as the channels accept them (waiting when one is full, so nothing is lost).
+    /// `batch` events are framed into one chunk per send (1 = one send per event).
     /// Runs on the server runtime; returns when every event is queued.
-    pub async fn broadcast(&self, uri: &str, count: u64, first_id: u64) -> Result<()> {
+    pub async fn broadcast(&self, uri: &str, count: u64, first_id: u64, batch: u64) -> Result<()> {
         let senders = self
             .streams
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone();
         let uri = uri.to_owned();
+        let batch = batch.max(1);
         self.rt
             .spawn(async move {
-                for i in 0..count {
-                    let data = format!(
-                        "{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\
-                         \"params\":{{\"_meta\":{{\"t\":{}}},\"uri\":\"{uri}\"}}}}",
-                        unix_nanos()
-                    );
-                    let frame = Bytes::from(format!("id: {}\ndata: {data}\n\n", first_id + i));
-                    for tx in &senders {
-                        let _ = tx.send(frame.clone()).await;
+                let mut i = 0;
+                while i < count {
+                    let mut chunk = BytesMut::new();
+                    for j in i..(i + batch).min(count) {
+                        let frame = format!(
+                            "id: {}\ndata: {{\"jsonrpc\":\"2.0\",\"method\":\"notifications/resources/updated\",\
+                             \"params\":{{\"_meta\":{{\"t\":{}}},\"uri\":\"{uri}\"}}}}\n\n",
+                            first_id + j,
+                            unix_nanos()
+                        );
+                        chunk.extend_from_slice(frame.as_bytes());
                     }
-                    if i % 256 == 255 {
+                    let chunk = chunk.freeze();
+                    for tx in &senders {
+                        let _ = tx.send(chunk.clone()).await;
+                    }
+                    i += batch;
+                    if i % 256 < batch {
                         tokio::task::yield_now().await;
                     }
                 }

@@ -337,8 +337,9 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
     })
 }
 
-/// The same as [`fanout_mcpmux`] against the raw SSE writer.
-pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout> {
+/// The same as [`fanout_mcpmux`] against the raw SSE writer, sending the burst
+/// `batch` events per chunk.
+pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Result<Fanout> {
     let server = RawServer::start(&env.server, k as usize + 64)?;
     let http = http_pool()?;
     let tally = Tally::new();
@@ -371,7 +372,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout>
     for _ in 0..iso {
         let before = tally.delivered();
         tally.expect(before + n64);
-        server.broadcast(URI, 1, next_id).await?;
+        server.broadcast(URI, 1, next_id, 1).await?;
         next_id += 1;
         delivered += wait_for(&tally, before + n64).await - before;
     }
@@ -382,7 +383,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout>
     tally.expect(before + expected);
     let cpu0 = env.server_cpu();
     let t = Instant::now();
-    server.broadcast(URI, k, next_id).await?;
+    server.broadcast(URI, k, next_id, batch).await?;
     let got = wait_for(&tally, before + expected).await - before;
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
@@ -587,7 +588,8 @@ pub async fn smoke(env: &Env) -> Result<()> {
     let (n, k, iso) = (3, 3, 2);
     for (side, f) in [
         ("mcpmux", fanout_mcpmux(env, n, k, iso).await?),
-        ("raw", fanout_raw(env, n, k, iso).await?),
+        ("raw", fanout_raw(env, n, k, iso, 1).await?),
+        ("raw batched", fanout_raw(env, n, k, iso, 2).await?),
     ] {
         let lost = f.burst.expected - f.burst.delivered.min(f.burst.expected);
         ensure!(lost == 0, "{side} fanout lost {lost}: {f:?}");

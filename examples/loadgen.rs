@@ -16,6 +16,7 @@
 //!   --peer PATH            `peer`: path of npm mcp-proxy's dist/bin/mcp-proxy.mjs
 //!                          (default $MCP_PROXY_MJS); `peer` is skipped by `all` without it
 //!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
+//!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
 //! ```
 //!
@@ -58,6 +59,7 @@ struct Args {
     uris: usize,
     parse: Parse,
     peer: Option<PathBuf>,
+    no_raw: bool,
     smoke: bool,
 }
 
@@ -80,6 +82,7 @@ fn parse_args() -> Result<Args> {
         uris: 100,
         parse: Parse::Light,
         peer: std::env::var_os("MCP_PROXY_MJS").map(PathBuf::from),
+        no_raw: false,
         smoke: false,
     };
     let mut it = std::env::args().skip(1);
@@ -101,6 +104,7 @@ fn parse_args() -> Result<Args> {
                 }
             }
             "--peer" => a.peer = Some(value()?.into()),
+            "--no-raw" => a.no_raw = true,
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
                 println!("usage: loadgen storm|fanout|read-storm|forwarding|memory|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
@@ -237,8 +241,14 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     for &n in &ns {
         let k = args.updates.unwrap_or_else(|| default_burst(n));
         let m = fanout_mcpmux(env, n, k, args.iso).await?;
-        let r = fanout_raw(env, n, k, args.iso, 1).await?;
-        let rb = fanout_raw(env, n, k, 0, RAW_BATCH).await?;
+        let (r, rb) = if args.no_raw {
+            (Fanout::default(), Fanout::default())
+        } else {
+            (
+                fanout_raw(env, n, k, args.iso, 1).await?,
+                fanout_raw(env, n, k, 0, RAW_BATCH).await?,
+            )
+        };
         rows.push((n, m, r, rb));
     }
     println!(
@@ -251,11 +261,12 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         let best = r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9);
         let ratio = m.burst.per_sec() / best;
         let batched = format!("raw SSE, {RAW_BATCH} events/send");
-        for (side, f, ratio) in [
+        let sides = [
             ("mcpmux", m, format!("{ratio:.2}")),
             ("raw SSE, 1 event/send", r, String::new()),
             (batched.as_str(), rb, String::new()),
-        ] {
+        ];
+        for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 3 }) {
             let b = &f.burst;
             println!(
                 "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {} | {} | {} |",
@@ -279,10 +290,11 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
     for (n, m, r, _) in &rows {
         let ratio = m.iso.all.p50 as f64 / (r.iso.all.p50 as f64).max(1.0);
-        for (side, f, ratio) in [
+        let sides = [
             ("mcpmux", m, format!("{ratio:.1}×")),
             ("raw SSE", r, String::new()),
-        ] {
+        ];
+        for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 2 }) {
             let i = &f.iso;
             println!(
                 "| {} | {} | {side} | {} / {} | {} | {} | {} | {} | {} | {ratio} |",

@@ -260,9 +260,14 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     for (n, m, r, rb) in &rows {
         let best = r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9);
         let ratio = m.burst.per_sec() / best;
+        let ratio = if args.no_raw {
+            "–".to_owned()
+        } else {
+            format!("{ratio:.2}")
+        };
         let batched = format!("raw SSE, {RAW_BATCH} events/send");
         let sides = [
-            ("mcpmux", m, format!("{ratio:.2}")),
+            ("mcpmux", m, ratio),
             ("raw SSE, 1 event/send", r, String::new()),
             (batched.as_str(), rb, String::new()),
         ];
@@ -283,31 +288,33 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
             );
         }
     }
-    println!(
-        "\n### fanout, isolated: one update at a time, the next only after all N received it\n"
-    );
-    println!("| N | events | side | delivered / expected | per delivery p50 ms | p99 ms | max ms | to all N: p50 ms | p99 ms | mcpmux/raw (to all, p50) |");
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
-    for (n, m, r, _) in &rows {
-        let ratio = m.iso.all.p50 as f64 / (r.iso.all.p50 as f64).max(1.0);
-        let sides = [
-            ("mcpmux", m, format!("{ratio:.1}×")),
-            ("raw SSE", r, String::new()),
-        ];
-        for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 2 }) {
-            let i = &f.iso;
-            println!(
-                "| {} | {} | {side} | {} / {} | {} | {} | {} | {} | {} | {ratio} |",
-                group(*n as u64),
-                i.events,
-                group(i.delivered),
-                group(i.expected),
-                ms(i.lat.p50),
-                ms(i.lat.p99),
-                ms(i.lat.max),
-                ms(i.all.p50),
-                ms(i.all.p99)
-            );
+    if args.iso > 0 {
+        println!(
+            "\n### fanout, isolated: one update at a time, the next only after all N received it\n"
+        );
+        println!("| N | events | side | delivered / expected | per delivery p50 ms | p99 ms | max ms | to all N: p50 ms | p99 ms | mcpmux/raw (to all, p50) |");
+        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (n, m, r, _) in &rows {
+            let ratio = m.iso.all.p50 as f64 / (r.iso.all.p50 as f64).max(1.0);
+            let sides = [
+                ("mcpmux", m, format!("{ratio:.1}×")),
+                ("raw SSE", r, String::new()),
+            ];
+            for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 2 }) {
+                let i = &f.iso;
+                println!(
+                    "| {} | {} | {side} | {} / {} | {} | {} | {} | {} | {} | {ratio} |",
+                    group(*n as u64),
+                    i.events,
+                    group(i.delivered),
+                    group(i.expected),
+                    ms(i.lat.p50),
+                    ms(i.lat.p99),
+                    ms(i.lat.max),
+                    ms(i.all.p50),
+                    ms(i.all.p99)
+                );
+            }
         }
     }
     let peaks: Vec<String> = rows

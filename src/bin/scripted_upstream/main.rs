@@ -41,8 +41,12 @@
 //! | tool | arguments | effect |
 //! |---|---|---|
 //! | `echo` | `{text}` | returns `text` |
-//! | `emit_update` | `{uri, meta?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (whether or not subscribed), then the result |
-//! | `emit_updates` | `{uri, count, meta?}` | `count` updates as fast as possible, then the result |
+//! | `emit_update` | `{uri, meta?, stamp?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (whether or not subscribed), then the result |
+//! | `emit_updates` | `{uri, count, meta?, stamp?}` | `count` updates as fast as possible, then the result |
+//!
+//! With `stamp: true` each update's `_meta.t` is set to its emission time in
+//! nanoseconds since the UNIX epoch (a clock every process on the machine shares), so a
+//! benchmark client can measure emit→receipt latency.
 //! | `emit_list_changed` | `{kind: tools\|prompts\|resources}` | sends `notifications/<kind>/list_changed` |
 //! | `stats` | `{}` | the JSON below, as `structuredContent` and as text |
 //! | `hold_reads` | `{uri}` | later reads of `uri` are parked, not answered |

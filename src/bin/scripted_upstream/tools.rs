@@ -19,6 +19,10 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
 pub fn definitions() -> Vec<Value> {
     let uri = json!({"type": "string", "description": "Resource URI"});
     let meta = json!({"type": "object", "description": "Sent as the notification's _meta"});
+    let stamp = json!({
+        "type": "boolean",
+        "description": "Set _meta.t to the emission time (UNIX epoch nanoseconds) on each update",
+    });
     vec![
         tool(
             "echo",
@@ -29,13 +33,13 @@ pub fn definitions() -> Vec<Value> {
         tool(
             "emit_update",
             "Bumps the URI's version and sends notifications/resources/updated before the result",
-            json!({"uri": uri, "meta": meta}),
+            json!({"uri": uri, "meta": meta, "stamp": stamp}),
             &["uri"],
         ),
         tool(
             "emit_updates",
             "Sends `count` notifications/resources/updated for the URI, then the result",
-            json!({"uri": uri, "count": {"type": "integer", "minimum": 0}, "meta": meta}),
+            json!({"uri": uri, "count": {"type": "integer", "minimum": 0}, "meta": meta, "stamp": stamp}),
             &["uri", "count"],
         ),
         tool(
@@ -258,12 +262,24 @@ impl Server {
             None => u64_arg(args, "count")?
                 .ok_or_else(|| RpcError::invalid_params("missing integer argument `count`"))?,
         };
+        let stamp = match args.get("stamp") {
+            None | Some(Value::Null) => false,
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| RpcError::invalid_params("`stamp` must be a boolean"))?,
+        };
         let mut params = json!({"uri": uri});
         if let Some(meta) = args.get("meta").filter(|m| !m.is_null()) {
             params["_meta"] = meta.clone();
         }
+        if stamp && !params["_meta"].is_object() {
+            params["_meta"] = json!({});
+        }
         for i in 1..=count {
             *self.versions.entry(uri.clone()).or_default() += 1;
+            if stamp {
+                params["_meta"]["t"] = json!(unix_nanos());
+            }
             self.out
                 .notify("notifications/resources/updated", params.clone());
             if i % UPDATES_PER_YIELD == 0 {
@@ -351,4 +367,12 @@ impl Server {
         });
         stats
     }
+}
+
+/// Nanoseconds since the UNIX epoch: a clock shared by every process on the machine, so
+/// a receiver can compute emit→receipt latency (benchmarks' `stamp`).
+fn unix_nanos() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
 }

@@ -1,0 +1,463 @@
+//! `loadgen`: mcpmux's load generator. Starts mcpmux in this process (hub + Streamable
+//! HTTP on `127.0.0.1:0`, on a runtime of its own) in front of the scripted upstream,
+//! drives real HTTP sessions at it from a second runtime, and prints Markdown tables.
+//!
+//! ```text
+//! cargo build --release --bins --examples
+//! target/release/examples/loadgen <scenario> [options]
+//!   scenarios: storm | fanout | read-storm | forwarding | memory | all
+//!   --clients 1,10,100     client counts (storm, fanout, read-storm)
+//!   --updates K            burst size per fanout row (default: 500,000 / N, 1,000..20,000)
+//!   --iso E                isolated updates per fanout row (default 50)
+//!   --rounds K             update+re-read rounds per read-storm row (default 50)
+//!   --calls M              echo round trips per forwarding path (default 5,000)
+//!   --sessions 1000,10000  idle sessions per memory row
+//!   --uris U               URIs each of the first memory row's sessions subscribes to (default 100)
+//!   --peer PATH            `peer`: path of npm mcp-proxy's dist/bin/mcp-proxy.mjs
+//!                          (default $MCP_PROXY_MJS); `peer` is skipped by `all` without it
+//!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
+//!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
+//!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
+//! ```
+//!
+//! Why two runtimes in one process: client tasks (parsing SSE, building requests) must
+//! not queue in front of the proxy's tasks on the same workers, yet everything should
+//! stay one command. Both runtimes have 2 workers on a 2-core machine, so the clients'
+//! CPU still competes with the proxy's (as in any same-machine benchmark); the raw
+//! baseline gets exactly the same arrangement and clients, so the ratio is fair.
+//! `memory` runs `mcpmux serve` as a child process instead, so its RSS is the proxy's.
+//!
+//! The scripted upstream and `mcpmux` are found next to this executable's parent
+//! directory (`target/<profile>/`), so build the bins first (command above).
+
+#[path = "loadgen/mod.rs"]
+mod harness;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use harness::client::Parse;
+use harness::memory::memory;
+use harness::peer::{peer_echo, peer_fanout, peer_storm};
+use harness::proxy::{config_toml, Limits, Proxy};
+use harness::scenarios::{
+    fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env, Fanout,
+};
+use harness::stats::{dms, group, mib, ms, rate};
+
+/// Parsed command line.
+#[derive(Debug, Clone)]
+struct Args {
+    scenario: String,
+    clients: Option<Vec<usize>>,
+    updates: Option<u64>,
+    iso: u64,
+    rounds: u64,
+    calls: usize,
+    sessions: Vec<usize>,
+    uris: usize,
+    parse: Parse,
+    peer: Option<PathBuf>,
+    no_raw: bool,
+    smoke: bool,
+}
+
+fn list(v: &str) -> Result<Vec<usize>> {
+    v.split(',')
+        .map(|x| x.trim().replace('_', "").parse::<usize>())
+        .collect::<Result<_, _>>()
+        .with_context(|| format!("not a list of numbers: {v}"))
+}
+
+fn parse_args() -> Result<Args> {
+    let mut a = Args {
+        scenario: String::new(),
+        clients: None,
+        updates: None,
+        iso: 50,
+        rounds: 50,
+        calls: 5000,
+        sessions: vec![1000, 10_000],
+        uris: 100,
+        parse: Parse::Light,
+        peer: std::env::var_os("MCP_PROXY_MJS").map(PathBuf::from),
+        no_raw: false,
+        smoke: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        let mut value = || it.next().ok_or_else(|| anyhow!("{arg} needs a value"));
+        match arg.as_str() {
+            "--clients" => a.clients = Some(list(&value()?)?),
+            "--updates" => a.updates = Some(value()?.parse()?),
+            "--iso" => a.iso = value()?.parse()?,
+            "--rounds" => a.rounds = value()?.parse()?,
+            "--calls" => a.calls = value()?.parse()?,
+            "--sessions" => a.sessions = list(&value()?)?,
+            "--uris" => a.uris = value()?.parse()?,
+            "--parse" => {
+                a.parse = match value()?.as_str() {
+                    "light" => Parse::Light,
+                    "full" => Parse::Full,
+                    other => bail!("--parse light|full, not {other}"),
+                }
+            }
+            "--peer" => a.peer = Some(value()?.into()),
+            "--no-raw" => a.no_raw = true,
+            "--smoke" => a.smoke = true,
+            "-h" | "--help" => {
+                println!("usage: loadgen storm|fanout|read-storm|forwarding|memory|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
+                std::process::exit(0);
+            }
+            s if !s.starts_with('-') && a.scenario.is_empty() => a.scenario = s.to_owned(),
+            s => bail!("unknown argument {s}"),
+        }
+    }
+    if a.scenario.is_empty() {
+        a.scenario = if a.smoke {
+            "all".into()
+        } else {
+            bail!("name a scenario (or all)")
+        };
+    }
+    Ok(a)
+}
+
+/// `target/<profile>/` (this executable lives in `target/<profile>/examples/`).
+fn bins() -> Result<Bins> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .and_then(|examples| examples.parent())
+        .ok_or_else(|| anyhow!("cannot locate target dir from {}", exe.display()))?;
+    let scripted = dir.join("scripted-upstream");
+    if !scripted.exists() {
+        bail!(
+            "{} not found: run `cargo build --release --bins --examples` first",
+            scripted.display()
+        );
+    }
+    let mcpmux: PathBuf = dir.join("mcpmux");
+    Ok(Bins {
+        scripted,
+        mcpmux: mcpmux.exists().then_some(mcpmux),
+    })
+}
+
+fn main() -> Result<()> {
+    let args = parse_args()?;
+    let server = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("mcpmux")
+        .enable_all()
+        .build()?;
+    let clients = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("clients")
+        .enable_all()
+        .build()?;
+    let env = Env {
+        server: server.handle().clone(),
+        server_threads: Some("mcpmux".into()),
+        bins: bins()?,
+        parse: args.parse,
+    };
+    let result = clients.block_on(run(&args, &env));
+    clients.shutdown_timeout(Duration::from_secs(5));
+    server.shutdown_timeout(Duration::from_secs(5));
+    result
+}
+
+async fn run(args: &Args, env: &Env) -> Result<()> {
+    if args.smoke {
+        smoke(env).await?;
+        println!("loadgen --smoke: all counts as expected");
+        return Ok(());
+    }
+    let all = args.scenario == "all";
+    let mut known = false;
+    let mut run_it = |name: &str| {
+        let yes = all || args.scenario == name;
+        known |= yes;
+        yes
+    };
+    if run_it("storm") {
+        run_storm(args, env).await?;
+    }
+    if run_it("fanout") {
+        run_fanout(args, env).await?;
+    }
+    if run_it("read-storm") {
+        run_read_storm(args, env).await?;
+    }
+    if run_it("forwarding") {
+        run_forwarding(args, env).await?;
+    }
+    if run_it("memory") {
+        run_memory(args, env).await?;
+    }
+    if args.scenario == "peer" || (all && args.peer.is_some()) {
+        known = true;
+        run_peer(args, env).await?;
+    }
+    if !known {
+        bail!("unknown scenario {}", args.scenario);
+    }
+    Ok(())
+}
+
+async fn run_storm(args: &Args, env: &Env) -> Result<()> {
+    println!("\n### subscribe-storm: N clients subscribe to one URI at once\n");
+    println!("| N | confirmed | upstream `resources/subscribe` | hub keys | hub (client, key) pairs | storm wall ms | setup ms (init+GET, not measured) |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for &n in args.clients.as_deref().unwrap_or(&[1, 10, 100, 1000]) {
+        let r = storm(env, n).await?;
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            group(n as u64),
+            r.confirmed,
+            r.upstream_subscribes,
+            r.hub_keys,
+            r.hub_client_subs,
+            dms(r.wall),
+            dms(r.connect)
+        );
+    }
+    Ok(())
+}
+
+/// Events per chunk in the batched raw baseline (the scripted upstream yields to its
+/// writer every 256 updates, so mcpmux sees bursts of about that size too).
+const RAW_BATCH: u64 = 256;
+
+fn default_burst(n: usize) -> u64 {
+    (500_000 / n.max(1) as u64).clamp(1000, 20_000)
+}
+
+async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
+    let ns = args.clients.clone().unwrap_or_else(|| vec![10, 100, 1000]);
+    let mut rows: Vec<(usize, Fanout, Fanout, Fanout)> = vec![];
+    for &n in &ns {
+        let k = args.updates.unwrap_or_else(|| default_burst(n));
+        let m = fanout_mcpmux(env, n, k, args.iso).await?;
+        let (r, rb) = if args.no_raw {
+            (Fanout::default(), Fanout::default())
+        } else {
+            (
+                fanout_raw(env, n, k, args.iso, 1).await?,
+                fanout_raw(env, n, k, 0, RAW_BATCH).await?,
+            )
+        };
+        rows.push((n, m, r, rb));
+    }
+    println!(
+        "\n### fanout, burst: the upstream emits K updates as fast as it can; N clients hold the URI (receivers: {:?})\n",
+        args.parse
+    );
+    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/best raw | server CPU µs/delivery | latency p50 ms | p99 ms | max ms |");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (n, m, r, rb) in &rows {
+        let best = r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9);
+        let ratio = m.burst.per_sec() / best;
+        let ratio = if args.no_raw {
+            "–".to_owned()
+        } else {
+            format!("{ratio:.2}")
+        };
+        let batched = format!("raw SSE, {RAW_BATCH} events/send");
+        let sides = [
+            ("mcpmux", m, ratio),
+            ("raw SSE, 1 event/send", r, String::new()),
+            (batched.as_str(), rb, String::new()),
+        ];
+        for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 3 }) {
+            let b = &f.burst;
+            println!(
+                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {} | {} | {} |",
+                group(*n as u64),
+                group(b.k),
+                group(b.delivered),
+                group(b.expected),
+                dms(b.wall),
+                rate(b.per_sec()),
+                b.cpu_us_per_delivery(),
+                ms(b.lat.p50),
+                ms(b.lat.p99),
+                ms(b.lat.max)
+            );
+        }
+    }
+    if args.iso > 0 {
+        println!(
+            "\n### fanout, isolated: one update at a time, the next only after all N received it\n"
+        );
+        println!("| N | events | side | delivered / expected | per delivery p50 ms | p99 ms | max ms | to all N: p50 ms | p99 ms | mcpmux/raw (to all, p50) |");
+        println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+        for (n, m, r, _) in &rows {
+            let ratio = m.iso.all.p50 as f64 / (r.iso.all.p50 as f64).max(1.0);
+            let sides = [
+                ("mcpmux", m, format!("{ratio:.1}×")),
+                ("raw SSE", r, String::new()),
+            ];
+            for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 2 }) {
+                let i = &f.iso;
+                println!(
+                    "| {} | {} | {side} | {} / {} | {} | {} | {} | {} | {} | {ratio} |",
+                    group(*n as u64),
+                    i.events,
+                    group(i.delivered),
+                    group(i.expected),
+                    ms(i.lat.p50),
+                    ms(i.lat.p99),
+                    ms(i.lat.max),
+                    ms(i.all.p50),
+                    ms(i.all.p99)
+                );
+            }
+        }
+    }
+    let peaks: Vec<String> = rows
+        .iter()
+        .map(|(n, m, _, _)| format!("N={n}: {}", m.peak_queue))
+        .collect();
+    println!("\nmcpmux peak client outbox depth: {}", peaks.join(", "));
+    Ok(())
+}
+
+async fn run_read_storm(args: &Args, env: &Env) -> Result<()> {
+    println!("\n### read-storm: K rounds of (one update → all N re-read at once)\n");
+    println!("| N | K | client reads | upstream reads | upstream reads / update | hit ratio | cache hits / joined / fetches | mcpmux read p50 ms | p99 ms | direct stdio p50 ms | p99 ms |");
+    println!("|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|");
+    for &n in args.clients.as_deref().unwrap_or(&[1, 10, 100]) {
+        let r = read_storm(env, n, args.rounds).await?;
+        println!(
+            "| {} | {} | {} | {} | {:.2} | {:.3} | {} / {} / {} | {} | {} | {} | {} |",
+            n,
+            r.k,
+            group(r.client_reads),
+            r.upstream_reads,
+            r.reads_per_update(),
+            r.hit_ratio(),
+            r.cache_hits,
+            r.cache_joined,
+            r.cache_fetches,
+            ms(r.lat.p50),
+            ms(r.lat.p99),
+            ms(r.direct.p50),
+            ms(r.direct.p99)
+        );
+    }
+    Ok(())
+}
+
+async fn run_forwarding(args: &Args, env: &Env) -> Result<()> {
+    let warmup = (args.calls / 10).clamp(1, 500);
+    let rows = forwarding(env, args.calls, warmup).await?;
+    println!(
+        "\n### forwarding: sequential `tools/call echo`, {} calls per path (after {warmup} warm-up), interleaved\n",
+        group(args.calls as u64)
+    );
+    println!("| path | p50 ms | p99 ms | mean ms | added p50 vs direct ms | ratio p50 |");
+    println!("|---|---:|---:|---:|---:|---:|");
+    let base = rows[0].lat;
+    for r in &rows {
+        println!(
+            "| {} | {} | {} | {} | {} | {:.2} |",
+            r.path,
+            ms(r.lat.p50),
+            ms(r.lat.p99),
+            ms(r.lat.mean),
+            ms(r.lat.p50.saturating_sub(base.p50)),
+            r.lat.p50 as f64 / (base.p50 as f64).max(1.0)
+        );
+    }
+    Ok(())
+}
+
+async fn run_memory(args: &Args, env: &Env) -> Result<()> {
+    let Some(mcpmux) = env.bins.mcpmux.clone() else {
+        bail!("memory needs target/<profile>/mcpmux: cargo build --release --bins");
+    };
+    println!("\n### memory: RSS of `mcpmux serve` (child process) with idle sessions and held subscriptions\n");
+    println!("| sessions | subscriptions | upstream URIs subscribed | RSS baseline MiB | RSS with sessions MiB | bytes / session | RSS with subscriptions MiB | bytes / subscription |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (i, &s) in args.sessions.iter().enumerate() {
+        let uris = if i == 0 { args.uris } else { 0 };
+        let r = memory(&mcpmux, &env.bins.scripted, s, uris).await?;
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            group(s as u64),
+            group(r.subscriptions as u64),
+            r.upstream_subscribed,
+            mib(r.baseline),
+            mib(r.with_sessions),
+            group(r.per_session().round() as u64),
+            r.with_subscriptions.map_or("–".into(), mib),
+            r.per_subscription()
+                .map_or("–".into(), |b| group(b.round() as u64))
+        );
+    }
+    Ok(())
+}
+
+async fn run_peer(args: &Args, env: &Env) -> Result<()> {
+    let Some(script) = args.peer.clone() else {
+        bail!("peer needs --peer PATH/TO/mcp-proxy/dist/bin/mcp-proxy.mjs (or $MCP_PROXY_MJS)");
+    };
+    let scripted = &env.bins.scripted;
+    println!("\n### peer: npm mcp-proxy vs mcpmux, same scripted upstream, same clients\n");
+    println!("| measurement | mcp-proxy | mcpmux | mcpmux/mcp-proxy |");
+    println!("|---|---:|---:|---:|");
+    let calls = args.calls.min(2000);
+    let proxy = Proxy::start(&env.server, &config_toml(scripted, Limits::default()))?;
+    let (p, m) = peer_echo(&script, scripted, &proxy.url, calls, 100).await?;
+    proxy.stop().await;
+    println!(
+        "| echo round trip over HTTP, p50 ms ({calls} calls, interleaved) | {} | {} | {:.2} |",
+        ms(p.p50),
+        ms(m.p50),
+        m.p50 as f64 / p.p50.max(1) as f64
+    );
+    println!(
+        "| echo round trip over HTTP, p99 ms | {} | {} | {:.2} |",
+        ms(p.p99),
+        ms(m.p99),
+        m.p99 as f64 / p.p99.max(1) as f64
+    );
+    for n in [10, 100] {
+        let (pc, pu, pw) = peer_storm(&script, scripted, n).await?;
+        let m = storm(env, n).await?;
+        println!(
+            "| storm N={n}: confirmed / upstream subscribes / wall ms | {pc} / {pu} / {} | {} / {} / {} | |",
+            dms(pw),
+            m.confirmed,
+            m.upstream_subscribes,
+            dms(m.wall)
+        );
+    }
+    let (n, k) = (100, 1000);
+    let pb = peer_fanout(&script, scripted, n, k, args.parse).await?;
+    let mb = fanout_mcpmux(env, n, k, 0).await?.burst;
+    println!(
+        "| fanout N={n} K={k}: delivered / expected | {} / {} | {} / {} | |",
+        group(pb.delivered),
+        group(pb.expected),
+        group(mb.delivered),
+        group(mb.expected)
+    );
+    println!(
+        "| fanout N={n} K={k}: deliveries/s | {} | {} | {:.2} |",
+        rate(pb.per_sec()),
+        rate(mb.per_sec()),
+        mb.per_sec() / pb.per_sec().max(1e-9)
+    );
+    println!(
+        "| fanout N={n} K={k}: stamped deliveries (`_meta` kept) / latency p50 ms | {} / {} | {} / {} | |",
+        group(pb.lat.n as u64),
+        ms(pb.lat.p50),
+        group(mb.lat.n as u64),
+        ms(mb.lat.p50)
+    );
+    Ok(())
+}

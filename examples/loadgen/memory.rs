@@ -1,0 +1,114 @@
+//! Scenario 5: `memory`. mcpmux runs as a separate `mcpmux serve` child process so its
+//! `/proc/<pid>/status` `VmRSS` holds only the proxy (the clients' sockets and buffers
+//! live in this process). Each row starts a fresh daemon: RSS rarely shrinks after
+//! frees, so rows must not share one.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::{ensure, Result};
+use futures_util::{StreamExt, TryStreamExt};
+use serde_json::json;
+
+use super::client::{http_pool, Parse, Receiver, Session, Tally};
+use super::proxy::{config_toml, Daemon, Limits};
+use super::scenarios::{CONNECT_CONCURRENCY, URI};
+
+/// One measurement.
+#[derive(Debug, Clone)]
+pub struct MemRow {
+    pub sessions: usize,
+    pub subscriptions: usize,
+    /// RSS after start with the control session only.
+    pub baseline: u64,
+    /// RSS with `sessions` idle sessions (initialized, GET stream open).
+    pub with_sessions: u64,
+    /// RSS after each session also subscribed to `subscriptions / sessions` URIs.
+    pub with_subscriptions: Option<u64>,
+    /// Distinct URIs the upstream holds subscriptions for (from its `stats`).
+    pub upstream_subscribed: usize,
+}
+
+impl MemRow {
+    pub fn per_session(&self) -> f64 {
+        self.with_sessions.saturating_sub(self.baseline) as f64 / self.sessions.max(1) as f64
+    }
+
+    pub fn per_subscription(&self) -> Option<f64> {
+        self.with_subscriptions
+            .map(|s| s.saturating_sub(self.with_sessions) as f64 / self.subscriptions.max(1) as f64)
+    }
+}
+
+/// `sessions` idle sessions, then (when `uris_per_session > 0`) each subscribes to
+/// `test://static/1 ..= uris_per_session`.
+///
+/// # Errors
+/// Spawn, connect or subscribe failures.
+pub async fn memory(
+    mcpmux: &Path,
+    scripted: &Path,
+    sessions: usize,
+    uris_per_session: usize,
+) -> Result<MemRow> {
+    let limits = Limits {
+        max_clients: sessions + 16,
+        max_subscriptions_per_client: uris_per_session.max(1) + 16,
+        ..Limits::default()
+    };
+    let daemon = Daemon::start(mcpmux, &config_toml(scripted, limits)).await?;
+    let http = http_pool()?;
+    let mut control = Session::connect(&http, &daemon.url).await?;
+    control.tool("stats", json!({})).await?;
+    let baseline = daemon.rss()?;
+
+    let tally = Tally::new();
+    let uri: Arc<str> = URI.into();
+    let (http_ref, url) = (&http, daemon.url.as_str());
+    let pairs: Vec<(Session, Receiver)> = futures_util::stream::iter(0..sessions)
+        .map(|_| {
+            let (uri, tally) = (uri.clone(), tally.clone());
+            async move {
+                let s = Session::connect(http_ref, url).await?;
+                let r = s.open_stream(uri, tally, Parse::Full).await?;
+                anyhow::Ok((s, r))
+            }
+        })
+        .buffer_unordered(CONNECT_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let with_sessions = daemon.rss()?;
+
+    let mut with_subscriptions = None;
+    let (mut clients, _receivers): (Vec<Session>, Vec<Receiver>) = pairs.into_iter().unzip();
+    if uris_per_session > 0 {
+        futures_util::stream::iter(clients.iter_mut())
+            .map(|c| async move {
+                for i in 1..=uris_per_session {
+                    let r = c
+                        .call(
+                            "resources/subscribe",
+                            json!({"uri": format!("test://static/{i}")}),
+                        )
+                        .await?;
+                    ensure!(r.get("result").is_some(), "subscribe failed: {r}");
+                }
+                Ok(())
+            })
+            .buffer_unordered(CONNECT_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        with_subscriptions = Some(daemon.rss()?);
+    }
+    let stats = control.tool("stats", json!({})).await?;
+    let upstream_subscribed = stats["subscribed"].as_array().map_or(0, Vec::len);
+    drop(clients);
+    Ok(MemRow {
+        sessions,
+        subscriptions: sessions * uris_per_session,
+        baseline,
+        with_sessions,
+        with_subscriptions,
+        upstream_subscribed,
+    })
+}

@@ -1,0 +1,16 @@
+//! The load generator's harness, shared by `examples/loadgen.rs` (the measured runs)
+//! and `tests/bench_smoke.rs` (the same scenarios at tiny sizes, counts only).
+//!
+//! Layout: [`client`] (HTTP and stdio MCP clients, the GET-stream receiver),
+//! [`proxy`] (mcpmux in-process or as `mcpmux serve`), [`raw`] (the no-MCP SSE
+//! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`), [`peer`] (npm `mcp-proxy`),
+//! [`stats`] (percentiles, formatting).
+#![allow(dead_code)] // The smoke test uses a subset.
+
+pub mod client;
+pub mod memory;
+pub mod peer;
+pub mod proxy;
+pub mod raw;
+pub mod scenarios;
+pub mod stats;

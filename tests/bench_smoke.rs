@@ -1,0 +1,76 @@
+//! The load generator's scenarios at tiny sizes, in-process, asserting counts only
+//! (never time): one upstream subscribe for N clients, every client receives every
+//! update (0 lost) on mcpmux and on the raw SSE baseline, one upstream read per update,
+//! and every forwarding path answers. Shares its code with `examples/loadgen.rs`.
+
+#[path = "../examples/loadgen/mod.rs"]
+mod harness;
+
+use harness::client::Parse;
+use harness::scenarios::{
+    fanout_mcpmux, fanout_raw, forwarding, read_storm, storm, Bins, Env, URI,
+};
+
+fn env_with(parse: Parse) -> Env {
+    Env {
+        server: tokio::runtime::Handle::current(),
+        server_threads: None,
+        bins: Bins {
+            scripted: env!("CARGO_BIN_EXE_scripted-upstream").into(),
+            mcpmux: Some(env!("CARGO_BIN_EXE_mcpmux").into()),
+        },
+        parse,
+    }
+}
+
+fn env() -> Env {
+    env_with(Parse::Full)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storm_of_n_clients_sends_one_upstream_subscribe() {
+    for n in [1, 3] {
+        let r = storm(&env(), n).await.unwrap();
+        assert_eq!(r.confirmed, n, "{r:?}");
+        assert_eq!(r.upstream_subscribes, 1, "{URI}: {r:?}");
+        assert_eq!((r.hub_keys, r.hub_client_subs), (1, n), "{r:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fanout_delivers_every_update_to_every_client() {
+    let mut runs = vec![];
+    for parse in [Parse::Full, Parse::Light] {
+        let env = env_with(parse);
+        runs.push(fanout_mcpmux(&env, 3, 3, 2).await.unwrap());
+        runs.push(fanout_raw(&env, 3, 3, 2, 1).await.unwrap());
+        runs.push(fanout_raw(&env, 3, 3, 2, 2).await.unwrap());
+    }
+    for f in &runs {
+        assert_eq!(f.iso.delivered, 6, "{f:?}");
+        assert_eq!(
+            f.iso.all.n, 2,
+            "two isolated events, each seen by all: {f:?}"
+        );
+        assert_eq!(f.burst.delivered, 9, "0 lost: {f:?}");
+        assert_eq!(f.burst.lat.n, 9, "every update carried its stamp: {f:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn read_storm_costs_one_upstream_read_per_update() {
+    let r = read_storm(&env(), 3, 3).await.unwrap();
+    assert_eq!(r.updates_delivered, 9, "{r:?}");
+    assert_eq!(r.client_reads, 9, "{r:?}");
+    assert_eq!(r.upstream_reads, 3, "{r:?}");
+    assert_eq!(r.direct.n, 9, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarding_paths_all_answer() {
+    let rows = forwarding(&env(), 5, 1).await.unwrap();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row.lat.n, 5, "{row:?}");
+    }
+}

@@ -181,9 +181,20 @@ impl Outbox {
     }
 
     /// Queues a message per the policy. Never blocks on the client.
+    ///
+    /// The writer is woken only when the outbox goes from empty to non-empty: a
+    /// writer drains everything each time it wakes, so a push onto a non-empty queue
+    /// will be picked up by the drain already due (the profile showed a wake per push
+    /// costing ~9 % of fan-out CPU).
     pub fn push(&self, msg: Outbound) -> Pushed {
-        let r = self.lock().push(msg);
-        self.notify.notify_one();
+        let (r, was_empty) = {
+            let mut s = self.lock();
+            let was_empty = s.is_empty();
+            (s.push(msg), was_empty)
+        };
+        if was_empty || matches!(r, Pushed::Closed(_)) {
+            self.notify.notify_one();
+        }
         r
     }
 

@@ -44,6 +44,12 @@ impl Hub {
                     self.answer_initialize(client, &msg);
                 }
             }
+            m if m.starts_with("notifications/") => self.reply_error(
+                client,
+                &id,
+                code::INVALID_REQUEST,
+                "notifications must not carry an id",
+            ),
             methods::SERVER_DISCOVER => self.reply_error(
                 client,
                 &id,

@@ -22,9 +22,15 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `mcpmux serve` on the given config (whose `[listen] http` should use port 0).
     pub async fn start(config_toml: &str) -> Daemon {
+        Self::start_with_env(config_toml, &[]).await
+    }
+
+    /// Like `start`, with extra environment variables for the daemon.
+    pub async fn start_with_env(config_toml: &str, env: &[(&str, &str)]) -> Daemon {
         let cfg = temp_config(config_toml);
         let mut child = Command::new(mcpmux_bin())
             .args(["serve", "--config", cfg.to_str().unwrap()])
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -62,7 +68,19 @@ pub struct HttpClient {
 impl HttpClient {
     /// Initializes a session with `capabilities` and opens its GET stream.
     pub async fn connect(url: &str, capabilities: Value) -> HttpClient {
-        let http = reqwest::Client::new();
+        Self::connect_with(url, capabilities, None).await
+    }
+
+    /// Like `connect`, sending `Authorization: Bearer <token>` on every request.
+    pub async fn connect_with(url: &str, capabilities: Value, token: Option<&str>) -> HttpClient {
+        let mut headers = reqwest::header::HeaderMap::new();
+        if let Some(t) = token {
+            headers.insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        let http = reqwest::Client::builder()
+            .default_headers(headers)
+            .build()
+            .unwrap();
         let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": capabilities,
             "clientInfo": {"name": "test", "version": "0"}}});

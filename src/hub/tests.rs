@@ -647,3 +647,65 @@ async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
         OutKind::Coalescible("u0 test://a".into())
     );
 }
+
+#[tokio::test]
+async fn clients_beyond_max_clients_are_refused_and_a_freed_slot_is_reused() {
+    let s = HubSettings {
+        max_clients: 2,
+        ..settings()
+    };
+    let r = rig_with(s, json!({})).await;
+    let a = r.client(json!({})).await;
+    let _b = r.client(json!({})).await;
+    let refused = r.hub.open_client(Outbox::new(4)).await;
+    assert_eq!(refused, Err(AdmitError::TooManyClients(2)));
+    r.hub.client_closed(a.id, "test").await;
+    assert!(r.hub.open_client(Outbox::new(4)).await.is_ok());
+}
+
+#[tokio::test]
+async fn per_client_limits_on_pending_requests_and_subscriptions() {
+    let s = HubSettings {
+        max_pending_per_client: 2,
+        max_subscriptions_per_client: 1,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}, "tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    let v = c.call("tools/call", json!({"name": "slow"})).await;
+    assert_eq!(v["error"]["code"], -32005);
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_pending_per_client"));
+    let up = r.upstream_msgs().await;
+    assert_eq!(
+        up.len(),
+        2,
+        "the refused request never reached the upstream"
+    );
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let sub = r.upstream_msgs().await;
+    r.answer(&sub[0], json!({})).await;
+    r.sync().await;
+    c.pending();
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://b"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_subscriptions_per_client"),
+        "{v}"
+    );
+    // Re-subscribing what it holds is not a new subscription.
+    assert_eq!(
+        c.call("resources/subscribe", json!({"uri": "test://a"}))
+            .await["result"],
+        json!({})
+    );
+}

@@ -31,6 +31,10 @@ const LEVELS: [&str; 8] = [
     "emergency",
 ];
 
+/// One upstream's share of a list request: its cursor, and its page once known
+/// (`Err` = it failed).
+type Part = (UpstreamId, Option<String>, Option<Result<Page, Value>>);
+
 /// One client list request being assembled.
 #[derive(Debug)]
 pub(crate) struct ListAgg {
@@ -38,7 +42,7 @@ pub(crate) struct ListAgg {
     id: RawId,
     kind: ListKind,
     /// Per upstream: its cursor, and its page once known (`Err` = it failed).
-    parts: Vec<(UpstreamId, Option<String>, Option<Result<Page, Value>>)>,
+    parts: Vec<Part>,
 }
 
 impl Hub {

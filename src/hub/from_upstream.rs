@@ -51,10 +51,11 @@ impl Hub {
             self.apply_sub_effects(effects);
             let keys: Vec<SubKey> = self.subs.keys_of(upstream).cloned().collect();
             for key in keys {
-                let n = Message::notification(
-                    methods::RESOURCES_UPDATED,
-                    Some(&json!({"uri": &*key.uri})),
-                );
+                // Holders know the URI in its exposed (namespaced) form, as in every
+                // other update; `key.uri` is the upstream's own form.
+                let uri = self.catalog.expose_uri(upstream, &key.uri);
+                let n =
+                    Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
                 let holders: Vec<ClientId> = self.subs.holders(&key).collect();
                 let out = notification_out(n.to_bytes(), update_key(&key), None);
                 self.fan_out(&holders, &out);

@@ -34,6 +34,11 @@ fn settings() -> HubSettings {
 }
 
 async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
+    rig_prefixed(settings, caps, None).await
+}
+
+async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) -> Rig {
+    let prefix = prefix.map(str::to_owned);
     let (up_tx, up_rx) = mpsc::channel(1024);
     let stop = CancellationToken::new();
     let (hub, _task) = spawn_hub(
@@ -43,7 +48,7 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
                 name: "up".into(),
                 handle: UpstreamHandle { tx: up_tx },
                 force_subscribe: false,
-                prefix: None,
+                prefix,
                 uri_prefixes: vec![],
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,
@@ -510,6 +515,49 @@ async fn upstream_restart_resubscribes_and_tells_holders() {
             .any(|m| m["method"] == "notifications/resources/updated"
                 && m["params"]["uri"] == "test://a"),
         "{got:?}"
+    );
+}
+
+#[tokio::test]
+async fn upstream_restart_tells_holders_the_namespaced_uri() {
+    let caps = json!({"resources": {"subscribe": true}});
+    let mut r = rig_prefixed(settings(), caps.clone(), Some("p")).await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "p+test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    let down = UpstreamEvent::Down {
+        reason: "session expired (HTTP 404)".into(),
+        retrying: true,
+    };
+    r.hub.upstream_event(UpstreamId(0), down).await.unwrap();
+    let info = InitInfo {
+        capabilities: caps,
+        ..InitInfo::default()
+    };
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
+    let up = r.upstream_msgs().await;
+    let resub: Vec<&Message> = up
+        .iter()
+        .filter(|m| m.method() == Some("resources/subscribe"))
+        .collect();
+    assert_eq!(resub.len(), 1);
+    let params: Value = serde_json::from_str(resub[0].params().unwrap().get()).unwrap();
+    assert_eq!(params["uri"], "test://a", "the upstream gets its own form");
+    let updates: Vec<Value> = c
+        .pending()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(
+        updates[0]["params"]["uri"], "p+test://a",
+        "the holder gets the URI it subscribed to"
     );
 }
 

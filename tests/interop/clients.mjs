@@ -7,6 +7,16 @@
 //                                 [--quiet-ms MS] [--timeout-ms MS]
 //   node clients.mjs reread <url> [--clients N] [--uri URI] [--updates K] [--direct]
 //                                 [--timeout-ms MS]
+//   node clients.mjs multi <url> [--uri URI] [--updates K] [--timeout-ms MS]
+//   node clients.mjs restart <url> [--uri URI] [--updates K] [--timeout-ms MS]
+//
+// `multi` and `restart` expect mcpmux in front of TWO server-everything upstreams with
+// `prefix = "local"` and `prefix = "remote"` (--local-prefix / --remote-prefix change
+// them): tools `local__echo`, `remote__echo`, …, resource URIs `local+URI`, `remote+URI`.
+// `restart` talks to the test driving it: after its first update it prints the line
+// READY-FOR-RESTART and waits for a line RESTARTED on stdin (the driver restarts the
+// `remote` server in between), then expects mcpmux's "you may have missed changes"
+// update and, after toggling the new upstream session, periodic updates again.
 //
 // Prints exactly ONE JSON line to stdout. Exit 0 on success; on failure, exit 1 with a
 // message on stderr (the JSON line is still printed when the scenario got far enough to
@@ -51,6 +61,8 @@ function parseArgs(argv) {
     quietMs: 6000,
     timeoutMs: 20000,
     updates: 2,
+    localPrefix: "local",
+    remotePrefix: "remote",
   };
   for (let i = 0; i < rest.length; i++) {
     const a = rest[i];
@@ -70,6 +82,8 @@ function parseArgs(argv) {
       case "--quiet-ms": opts.quietMs = int(); break;
       case "--timeout-ms": opts.timeoutMs = int(); break;
       case "--updates": opts.updates = int(); break;
+      case "--local-prefix": opts.localPrefix = val(); break;
+      case "--remote-prefix": opts.remotePrefix = val(); break;
       default: usage(`unknown option ${a}`);
     }
   }
@@ -82,7 +96,9 @@ function usage(msg) {
   if (msg) process.stderr.write(`clients.mjs: ${msg}\n`);
   process.stderr.write(
     "usage: node clients.mjs fanout <url> [--clients N] [--uri URI] [--direct] [--quiet-ms MS] [--timeout-ms MS]\n" +
-      "       node clients.mjs reread <url> [--clients N] [--uri URI] [--updates K] [--direct] [--timeout-ms MS]\n",
+      "       node clients.mjs reread <url> [--clients N] [--uri URI] [--updates K] [--direct] [--timeout-ms MS]\n" +
+      "       node clients.mjs multi <url> [--uri URI] [--updates K] [--timeout-ms MS] [--local-prefix P] [--remote-prefix P]\n" +
+      "       node clients.mjs restart <url> [--uri URI] [--updates K] [--timeout-ms MS] [--local-prefix P] [--remote-prefix P]\n",
   );
   process.exit(2);
 }
@@ -230,11 +246,11 @@ async function readOnce(peer, uri) {
   return (first.text ?? first.blob ?? "").length;
 }
 
-async function toggle(peer, expect) {
-  const res = await peer.client.callTool({ name: TOGGLE, arguments: {} });
+async function toggle(peer, expect, name = TOGGLE) {
+  const res = await peer.client.callTool({ name, arguments: {} });
   const text = textOf(res);
   if (res.isError || !text.startsWith(expect)) {
-    fail(`client ${peer.index}: ${TOGGLE} expected "${expect}…", got ${JSON.stringify(res)}`);
+    fail(`client ${peer.index}: ${name} expected "${expect}…", got ${JSON.stringify(res)}`);
   }
 }
 
@@ -368,12 +384,244 @@ async function reread(opts) {
   }
 }
 
+/** The default resource of `multi` and `restart` (server-everything lists it first). */
+const DEFAULT_URI = "demo://resource/static/document/architecture.md";
+
+/** Names and URIs of one namespaced upstream as clients see them through mcpmux. */
+function side(prefix, uri) {
+  return { prefix, echo: `${prefix}__${ECHO}`, toggle: `${prefix}__${TOGGLE}`, uri: `${prefix}+${uri}` };
+}
+
+/** Every item of a paginated list (mcpmux merges upstreams' pages behind proxy cursors). */
+async function listAll(peer, kind) {
+  const items = [];
+  let cursor;
+  for (let pages = 0; pages < 100; pages++) {
+    const page = kind === "tools"
+      ? await peer.client.listTools(cursor ? { cursor } : undefined)
+      : await peer.client.listResources(cursor ? { cursor } : undefined);
+    items.push(...page[kind]);
+    cursor = page.nextCursor;
+    if (!cursor) return items;
+  }
+  fail(`client ${peer.index}: ${kind}/list did not end within 100 pages`);
+}
+
+/** Waits for `n` updates for `uri` at `peer`; on timeout reports every update it did get. */
+async function awaitUpdates(peer, uri, n, ms) {
+  try {
+    return await withTimeout(peer.waitUpdates(uri, n), ms, `${n} notifications/resources/updated for ${uri} at client ${peer.index}`);
+  } catch (e) {
+    fail(`${e.message} (updates by uri so far: ${JSON.stringify(Object.fromEntries(peer.updates))})`);
+  }
+}
+
+async function checkPrefixedEcho(peer, s) {
+  const message = `${s.prefix} echo from client ${peer.index}`;
+  const res = await peer.client.callTool({ name: s.echo, arguments: { message } });
+  const text = textOf(res);
+  if (res.isError || text !== `Echo: ${message}`) fail(`client ${peer.index}: ${s.echo} answered ${JSON.stringify(res)}`);
+  return text;
+}
+
+/**
+ * Reads a namespaced URI. mcpmux (as of this test) maps the request's URI back but not
+ * the `contents[].uri` of the answer, so either form is accepted and reported.
+ */
+async function readNamespaced(peer, uri, rawUri) {
+  const res = await peer.client.readResource({ uri });
+  const first = res.contents?.[0];
+  if (!first || (first.uri !== uri && first.uri !== rawUri)) {
+    fail(`client ${peer.index}: resources/read ${uri} answered ${JSON.stringify(res).slice(0, 300)}`);
+  }
+  return { bytes: (first.text ?? first.blob ?? "").length, contentsUri: first.uri };
+}
+
+/** The next line equal to `want` on stdin (the test driving this scenario writes it). */
+function stdinLine(want) {
+  return new Promise((resolve, reject) => {
+    let buf = "";
+    const onData = (d) => {
+      buf += d;
+      for (;;) {
+        const nl = buf.indexOf("\n");
+        if (nl === -1) return;
+        const line = buf.slice(0, nl).replace(/\r$/, "");
+        buf = buf.slice(nl + 1);
+        if (line === want) {
+          process.stdin.off("data", onData);
+          process.stdin.off("end", onEnd);
+          process.stdin.pause();
+          resolve();
+          return;
+        }
+      }
+    };
+    const onEnd = () => reject(new ScenarioError(`stdin closed before the line ${want}`));
+    process.stdin.setEncoding("utf8");
+    process.stdin.on("data", onData);
+    process.stdin.once("end", onEnd);
+    process.stdin.resume();
+  });
+}
+
+/**
+ * Two clients, two upstreams behind one mcpmux: both see both servers' tools; client X
+ * subscribes to `local+URI`, client Y to `remote+URI`; each upstream is toggled once;
+ * X must get only local updates and Y only remote ones.
+ */
+async function multi(opts) {
+  const started = Date.now();
+  const rawUri = opts.uri ?? DEFAULT_URI;
+  const local = side(opts.localPrefix, rawUri);
+  const remote = side(opts.remotePrefix, rawUri);
+  const peers = await connectAll({ ...opts, clients: 2 });
+  const [x, y] = peers;
+  try {
+    const toolNames = await Promise.all(peers.map(async (p) => (await listAll(p, "tools")).map((t) => t.name)));
+    for (const [i, names] of toolNames.entries()) {
+      for (const need of [local.echo, remote.echo, local.toggle, remote.toggle]) {
+        if (!names.includes(need)) fail(`client ${i}: tools/list lacks "${need}" (got ${names.join(", ")})`);
+      }
+      for (const bare of [ECHO, TOGGLE]) {
+        if (names.includes(bare)) fail(`client ${i}: tools/list shows the unprefixed "${bare}"`);
+      }
+    }
+    const resourceUris = await Promise.all(peers.map(async (p) => (await listAll(p, "resources")).map((r) => r.uri)));
+    for (const [i, uris] of resourceUris.entries()) {
+      for (const need of [local.uri, remote.uri]) {
+        if (!uris.includes(need)) fail(`client ${i}: resources/list lacks ${need} (got ${uris.slice(0, 20).join(", ")}…)`);
+      }
+    }
+    // Every client calls both echoes: the prefix picks the upstream.
+    const echoes = {};
+    for (const p of peers) {
+      for (const s of [local, remote]) echoes[`${p.index}:${s.echo}`] = await checkPrefixedEcho(p, s);
+    }
+    const reads = { local: await readNamespaced(x, local.uri, rawUri), remote: await readNamespaced(y, remote.uri, rawUri) };
+
+    await x.subscribe(local.uri);
+    await y.subscribe(remote.uri);
+    const beforeToggle = { x: Object.fromEntries(x.updates), y: Object.fromEntries(y.updates) };
+    await Promise.all([toggle(x, "Started", local.toggle), toggle(y, "Started", remote.toggle)]);
+    try {
+      // One at once, then one every 5 s: waiting for K >= 2 spans at least one periodic tick
+      // of BOTH upstreams (toggled together), so a leak either way would be seen.
+      const budget = opts.timeoutMs + 5000 * (opts.updates - 1);
+      await Promise.all([
+        awaitUpdates(x, local.uri, opts.updates, budget),
+        awaitUpdates(y, remote.uri, opts.updates, budget),
+      ]);
+      await Promise.all([x.unsubscribe(local.uri), y.unsubscribe(remote.uri)]);
+      await Promise.all([toggle(x, "Stopped", local.toggle), toggle(y, "Stopped", remote.toggle)]);
+    } catch (e) {
+      await Promise.allSettled([toggle(x, "Stopped", local.toggle), toggle(y, "Stopped", remote.toggle)]);
+      throw e;
+    }
+    const updates = { x: Object.fromEntries(x.updates), y: Object.fromEntries(y.updates) };
+    const result = {
+      scenario: "multi",
+      uri: rawUri,
+      local: local.uri,
+      remote: remote.uri,
+      tools: toolNames.map((n) => n.length),
+      resources: resourceUris.map((u) => u.length),
+      echoes,
+      reads,
+      updatesWanted: opts.updates,
+      updatesBeforeToggle: beforeToggle,
+      updates,
+      elapsedMs: Date.now() - started,
+    };
+    const problems = [];
+    if (Object.keys(beforeToggle.x).length || Object.keys(beforeToggle.y).length) {
+      problems.push(`updates arrived before the toggles: ${JSON.stringify(beforeToggle)}`);
+    }
+    for (const [who, want] of [["x", local.uri], ["y", remote.uri]]) {
+      const stray = Object.keys(updates[who]).filter((u) => u !== want);
+      if (stray.length) problems.push(`client ${who} got updates it does not hold: ${stray.join(", ")} (${JSON.stringify(updates[who])})`);
+    }
+    return { result, problems };
+  } finally {
+    await closeAll(peers);
+  }
+}
+
+/**
+ * One client holds `remote+URI` (and `local+URI`, never toggled) while the driver
+ * restarts the remote server on the same port: the update stream must survive with
+ * the client staying connected.
+ */
+async function restart(opts) {
+  const started = Date.now();
+  const rawUri = opts.uri ?? DEFAULT_URI;
+  const local = side(opts.localPrefix, rawUri);
+  const remote = side(opts.remotePrefix, rawUri);
+  const [p] = await connectAll({ ...opts, clients: 1 });
+  let remoteOn = false;
+  try {
+    await p.subscribe(remote.uri);
+    await p.subscribe(local.uri);
+    await toggle(p, "Started", remote.toggle);
+    remoteOn = true;
+    await awaitUpdates(p, remote.uri, 1, opts.timeoutMs);
+    // Ticks are 5 s apart and the driver kills the server within milliseconds of this
+    // line, so every later update is caused by the restart.
+    const beforeRestart = p.count(remote.uri);
+    process.stdout.write("READY-FOR-RESTART\n");
+    const readyAt = Date.now();
+    await withTimeout(stdinLine("RESTARTED"), opts.timeoutMs, "the line RESTARTED on stdin");
+    const restartedAt = Date.now();
+    remoteOn = false; // a new server process: its session has no toggle on
+    // mcpmux re-initializes, re-subscribes and tells every holder it may have missed changes.
+    await awaitUpdates(p, remote.uri, beforeRestart + 1, opts.timeoutMs);
+    const reReadyAt = Date.now();
+    const afterReReady = p.count(remote.uri);
+    await toggle(p, "Started", remote.toggle);
+    remoteOn = true;
+    await awaitUpdates(p, remote.uri, afterReReady + opts.updates, opts.timeoutMs + 5000 * (opts.updates - 1));
+    const afterToggle = p.count(remote.uri);
+    await p.unsubscribe(remote.uri);
+    await p.unsubscribe(local.uri);
+    await toggle(p, "Stopped", remote.toggle);
+    remoteOn = false;
+    const updates = Object.fromEntries(p.updates);
+    const result = {
+      scenario: "restart",
+      uri: rawUri,
+      remote: remote.uri,
+      local: local.uri,
+      updatesBeforeRestart: beforeRestart,
+      updatesOnReReady: afterReReady - beforeRestart,
+      updatesAfterToggle: afterToggle - afterReReady,
+      updatesWanted: opts.updates,
+      localUpdates: p.count(local.uri),
+      updates,
+      restartMs: restartedAt - readyAt,
+      reReadyMs: reReadyAt - restartedAt,
+      elapsedMs: Date.now() - started,
+    };
+    const problems = [];
+    if (result.localUpdates !== 0) problems.push(`${result.localUpdates} update(s) for ${local.uri}, whose upstream was never toggled nor restarted`);
+    const stray = Object.keys(updates).filter((u) => u !== remote.uri && u !== local.uri);
+    if (stray.length) problems.push(`updates for URIs the client does not hold: ${stray.join(", ")}`);
+    return { result, problems };
+  } catch (e) {
+    if (remoteOn) await Promise.allSettled([toggle(p, "Stopped", remote.toggle)]);
+    throw e;
+  } finally {
+    await closeAll([p]);
+  }
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   let out;
   switch (opts.scenario) {
     case "fanout": out = await fanout(opts); break;
     case "reread": out = await reread(opts); break;
+    case "multi": out = await multi(opts); break;
+    case "restart": out = await restart(opts); break;
     default: usage(`unknown scenario ${opts.scenario}`);
   }
   process.stdout.write(JSON.stringify(out.result) + "\n");

@@ -83,6 +83,22 @@ async fn with_prefixes_both_servers_show_and_calls_route_to_the_right_one() {
         .call("resources/read", json!({"uri": "b+test://static/1"}))
         .await;
     assert_eq!(read["result"]["contents"][0]["text"], "test://static/1 v0");
+    assert_eq!(
+        read["result"]["contents"][0]["uri"], "b+test://static/1",
+        "contents are shown under the namespaced URI"
+    );
+    // The same holds for reads served from the cache of a held URI.
+    c.call("resources/subscribe", json!({"uri": "a+test://static/2"}))
+        .await;
+    for _ in 0..2 {
+        let r = c
+            .call("resources/read", json!({"uri": "a+test://static/2"}))
+            .await;
+        assert_eq!(
+            r["result"]["contents"][0]["uri"], "a+test://static/2",
+            "{r}"
+        );
+    }
     let sb = c.tool("b__stats", json!({})).await;
     assert_eq!(sb["by_uri"]["resources/read"]["test://static/1"], 1, "{sb}");
 }

@@ -113,8 +113,19 @@ impl Hub {
         self.drop_request_timer(pid);
         let entry = self.pending.complete(pid).expect("checked above");
         match entry.origin {
-            Origin::Client { client, id, .. } => {
+            Origin::Client {
+                client, id, method, ..
+            } => {
                 msg.set_id(&id);
+                if &*method == methods::RESOURCES_READ {
+                    if let Some(r) = msg.result().map(|r| r.get().to_owned()) {
+                        if let Some(exposed) = self.expose_read_result(upstream, &r) {
+                            if let Ok(raw) = serde_json::value::RawValue::from_string(exposed) {
+                                msg.set_member("result", raw);
+                            }
+                        }
+                    }
+                }
                 self.push_response(client, &id, msg);
             }
             Origin::Subscribe(key) => {
@@ -133,7 +144,10 @@ impl Hub {
                 self.apply_sub_effects(effects);
             }
             Origin::Read { key, generation } => match (msg.result(), msg.error()) {
-                (Some(r), _) => self.finish_read(&key, generation, Ok(r.get())),
+                (Some(r), _) => match self.expose_read_result(upstream, r.get()) {
+                    Some(exposed) => self.finish_read(&key, generation, Ok(&exposed)),
+                    None => self.finish_read(&key, generation, Ok(r.get())),
+                },
                 (None, Some(e)) => self.finish_read(&key, generation, Err(e.get())),
                 (None, None) => self.finish_read(
                     &key,
@@ -322,6 +336,22 @@ impl Hub {
             .collect();
         let out = notification_out(msg.to_bytes(), kind, None);
         self.fan_out(&clients, &out);
+    }
+}
+
+impl Hub {
+    /// A `resources/read` result of a namespaced upstream with `contents[].uri` shown
+    /// as clients know it; `None` when nothing needs to change.
+    fn expose_read_result(&self, upstream: UpstreamId, result: &str) -> Option<String> {
+        self.upstreams[upstream.0].prefix.as_ref()?;
+        let mut v: serde_json::Value = serde_json::from_str(result).ok()?;
+        for item in v.get_mut("contents")?.as_array_mut()? {
+            if let Some(uri) = item.get("uri").and_then(|u| u.as_str()) {
+                let exposed = self.catalog.expose_uri(upstream, uri);
+                item["uri"] = serde_json::Value::String(exposed);
+            }
+        }
+        Some(v.to_string())
     }
 }
 

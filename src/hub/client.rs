@@ -307,12 +307,17 @@ impl Hub {
     }
 
     pub(super) fn push_response(&mut self, client: ClientId, id: &RawId, m: Message) {
+        self.push_response_bytes(client, id.clone(), m.to_bytes());
+    }
+
+    /// Queues an already-serialized response to the client's request `id`.
+    pub(super) fn push_response_bytes(&mut self, client: ClientId, id: RawId, bytes: bytes::Bytes) {
         self.push(
             client,
             Outbound {
-                bytes: m.to_bytes(),
+                bytes,
                 kind: OutKind::Response,
-                related: Some(id.clone()),
+                related: Some(id),
             },
         );
     }

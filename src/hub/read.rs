@@ -5,7 +5,6 @@
 use bytes::Bytes;
 
 use super::Hub;
-use crate::downstream::outbox::{OutKind, Outbound};
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
 use crate::state::cache::ReadPlan;
@@ -33,14 +32,7 @@ impl Hub {
         match self.cache.read(&key, (client, id.clone())) {
             ReadPlan::Hit(result) => {
                 let bytes = response_bytes(&id, "result", &result);
-                self.push(
-                    client,
-                    Outbound {
-                        bytes,
-                        kind: OutKind::Response,
-                        related: Some(id),
-                    },
-                );
+                self.push_response_bytes(client, id, bytes);
             }
             ReadPlan::Joined => {}
             ReadPlan::Fetch { generation } => {
@@ -76,14 +68,7 @@ impl Hub {
         };
         for (client, id) in waiters {
             let bytes = response_bytes(&id, member, body);
-            self.push(
-                client,
-                Outbound {
-                    bytes,
-                    kind: OutKind::Response,
-                    related: Some(id),
-                },
-            );
+            self.push_response_bytes(client, id, bytes);
         }
     }
 }

@@ -31,7 +31,7 @@ pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
     buf.reserve(data.len() + 24);
     if let Some(id) = id {
         buf.put_slice(b"id: ");
-        buf.put_slice(id.to_string().as_bytes());
+        put_decimal(buf, id);
         buf.put_u8(b'\n');
     }
     let mut rest = data;
@@ -57,6 +57,22 @@ pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
         }
     }
     buf.put_u8(b'\n');
+}
+
+/// Writes `n` in decimal without a heap allocation (this runs once per event per
+/// session on the fan-out path).
+fn put_decimal(buf: &mut BytesMut, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    buf.put_slice(&digits[i..]);
 }
 
 /// One SSE event as its own buffer.
@@ -123,7 +139,13 @@ impl ReplayBuffer {
         if skip >= self.events.len() {
             return None;
         }
-        let mut buf = BytesMut::new();
+        // One new event (the usual case for isolated updates): share it, no copy.
+        if skip + 1 == self.events.len() {
+            let (id, ev) = self.events.back().expect("non-empty");
+            return Some((ev.clone(), *id));
+        }
+        let total = self.events.iter().skip(skip).map(|(_, ev)| ev.len()).sum();
+        let mut buf = BytesMut::with_capacity(total);
         let mut last = after;
         for (id, ev) in self.events.iter().skip(skip) {
             buf.extend_from_slice(ev);
@@ -221,6 +243,15 @@ mod tests {
         let (chunk, last) = r.chunk_after(1).unwrap();
         assert_eq!(text(&chunk), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
         assert_eq!(last, 4);
+    }
+
+    #[test]
+    fn decimal_ids_are_written_exactly() {
+        for n in [0u64, 7, 10, 99, 12_345, u64::MAX] {
+            let mut b = BytesMut::new();
+            put_decimal(&mut b, n);
+            assert_eq!(text(&b), n.to_string());
+        }
     }
 
     #[test]

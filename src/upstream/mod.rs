@@ -73,6 +73,63 @@ impl Failures {
     }
 }
 
+/// What both actors do between sessions: count the failure, tell the hub, hand it
+/// any answers synthesized for requests the dead session left, then wait out the
+/// backoff.
+pub(crate) struct Supervisor<'a> {
+    pub id: UpstreamId,
+    pub name: &'a str,
+    pub hub: &'a HubHandle,
+    pub restart: &'a RestartConfig,
+    pub shutdown: &'a CancellationToken,
+}
+
+impl Supervisor<'_> {
+    /// Returns `false` when the actor must stop: the hub is gone, mcpmux is shutting
+    /// down, or the upstream failed `max_failures` times in a row (marked down; it
+    /// then waits for shutdown). `retry_at_once` skips the backoff for the first
+    /// failure (a session expiry: the spec says to start a new session at once).
+    pub async fn session_ended(
+        &self,
+        failures: &mut Failures,
+        lived: Duration,
+        reason: String,
+        orphans: Vec<Message>,
+        retry_at_once: bool,
+    ) -> bool {
+        let (count, retrying) = failures.record(lived, self.restart);
+        tracing::warn!(upstream = %self.name, %reason, failures = count, retrying, "upstream session ended");
+        let down = UpstreamEvent::Down { reason, retrying };
+        if self.hub.upstream_event(self.id, down).await.is_err() {
+            return false;
+        }
+        for m in orphans {
+            if self
+                .hub
+                .upstream_event(self.id, UpstreamEvent::Message(m))
+                .await
+                .is_err()
+            {
+                return false;
+            }
+        }
+        if !retrying {
+            tracing::error!(upstream = %self.name, failures = count, "upstream keeps failing; marked down (restart mcpmux to try again)");
+            self.shutdown.cancelled().await;
+            return false;
+        }
+        let delay = if retry_at_once && count == 1 {
+            Duration::ZERO
+        } else {
+            backoff(self.restart, count)
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => true,
+            _ = self.shutdown.cancelled() => false,
+        }
+    }
+}
+
 /// What the hub tells an upstream actor.
 #[derive(Debug)]
 pub enum UpstreamCmd {

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, Failures, InitInfo, UpstreamCmd, UpstreamEvent};
+use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
 use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
@@ -59,25 +59,18 @@ impl StdioUpstream {
                 SessionEnd::Shutdown => return,
                 SessionEnd::Died(r) => r,
             };
-            let (failures, retrying) = failures.record(started.elapsed(), &self.restart);
-            tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
-            if self
-                .hub
-                .upstream_event(self.id, UpstreamEvent::Down { reason, retrying })
+            let sup = Supervisor {
+                id: self.id,
+                name: &name,
+                hub: &self.hub,
+                restart: &self.restart,
+                shutdown: &self.shutdown,
+            };
+            if !sup
+                .session_ended(&mut failures, started.elapsed(), reason, Vec::new(), false)
                 .await
-                .is_err()
             {
                 return;
-            }
-            if !retrying {
-                tracing::error!(upstream = %name, failures, "upstream keeps failing; marked down (restart mcpmux to try again)");
-                self.shutdown.cancelled().await;
-                return;
-            }
-            let delay = backoff(&self.restart, failures);
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = self.shutdown.cancelled() => return,
             }
         }
     }

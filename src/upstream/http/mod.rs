@@ -43,7 +43,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{backoff, Failures, UpstreamCmd, UpstreamEvent};
+use super::{Failures, Supervisor, UpstreamCmd, UpstreamEvent};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
 use crate::hub::HubHandle;
 use crate::protocol::Message;
@@ -113,40 +113,18 @@ impl HttpUpstream {
                 SessionEnd::Died(r) => (r, Vec::new(), false),
                 SessionEnd::Expired { reason, orphans } => (reason, orphans, true),
             };
-            let (failures, retrying) = failures.record(started.elapsed(), &self.restart);
-            tracing::warn!(upstream = %name, %reason, failures, retrying, "upstream session ended");
-            if self
-                .hub
-                .upstream_event(self.id, UpstreamEvent::Down { reason, retrying })
+            let sup = Supervisor {
+                id: self.id,
+                name: &name,
+                hub: &self.hub,
+                restart: &self.restart,
+                shutdown: &self.shutdown,
+            };
+            if !sup
+                .session_ended(&mut failures, started.elapsed(), reason, orphans, expired)
                 .await
-                .is_err()
             {
                 return;
-            }
-            for m in orphans {
-                if self
-                    .hub
-                    .upstream_event(self.id, UpstreamEvent::Message(m))
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-            }
-            if !retrying {
-                tracing::error!(upstream = %name, failures, "upstream keeps failing; marked down (restart mcpmux to try again)");
-                self.shutdown.cancelled().await;
-                return;
-            }
-            // The spec says to start a new session at once after an expiry.
-            let delay = if expired && failures == 1 {
-                Duration::ZERO
-            } else {
-                backoff(&self.restart, failures)
-            };
-            tokio::select! {
-                _ = tokio::time::sleep(delay) => {}
-                _ = self.shutdown.cancelled() => return,
             }
         }
     }

@@ -54,7 +54,11 @@ impl Core {
                             upstream_stop.clone(),
                             &tracker,
                         ),
-                        status: UpstreamStatus::Starting,
+                        status: if server.lazy {
+                            UpstreamStatus::Idle
+                        } else {
+                            UpstreamStatus::Starting
+                        },
                         was_ready: false,
                         catalog_synced: false,
                     })

@@ -38,6 +38,7 @@ impl Hub {
                 "this session is already initialized",
             ),
             methods::INITIALIZE => {
+                self.start_lazy_upstreams();
                 if self.any_upstream_starting() {
                     self.deferred_inits.push((client, msg));
                 } else {
@@ -84,8 +85,20 @@ impl Hub {
                 UpstreamStatus::Ready(_) => {
                     !u.catalog_synced && self.pending.catalog_in_flight(UpstreamId(i))
                 }
-                UpstreamStatus::Down { .. } => false,
+                UpstreamStatus::Down { .. } | UpstreamStatus::Idle => false,
             })
+    }
+
+    /// The first client wakes every `lazy = true` upstream; its handshake then waits
+    /// for them like for any upstream's first start.
+    fn start_lazy_upstreams(&mut self) {
+        for slot in &mut self.upstreams {
+            if matches!(slot.status, UpstreamStatus::Idle) {
+                tracing::info!(upstream = %slot.name, "starting lazy upstream for the first client");
+                slot.handle.start();
+                slot.status = UpstreamStatus::Starting;
+            }
+        }
     }
 
     /// Answers `initialize` requests that waited for the upstreams' first start.

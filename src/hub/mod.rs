@@ -94,6 +94,8 @@ pub struct UpstreamSlot {
 
 #[derive(Debug, Clone)]
 pub enum UpstreamStatus {
+    /// `lazy = true`: not started until the first client initializes.
+    Idle,
     /// First start in progress: client `initialize` answers wait for it.
     Starting,
     Ready(InitInfo),
@@ -336,7 +338,9 @@ impl Hub {
                 "upstream {name} is not available ({reason}; marked down after \
                  restart.max_failures failed starts: restart mcpmux to try again)"
             ),
-            UpstreamStatus::Starting => format!("upstream {name} is not available (starting)"),
+            UpstreamStatus::Starting | UpstreamStatus::Idle => {
+                format!("upstream {name} is not available (starting)")
+            }
             UpstreamStatus::Ready(_) => format!("upstream {name} is not available"),
         }
     }

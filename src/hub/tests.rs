@@ -46,7 +46,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
         |_| {
             vec![UpstreamSlot {
                 name: "up".into(),
-                handle: UpstreamHandle { tx: up_tx },
+                handle: UpstreamHandle::new(up_tx),
                 force_subscribe: false,
                 prefix,
                 uri_prefixes: vec![],

@@ -141,9 +141,25 @@ pub enum UpstreamCmd {
 #[derive(Debug, Clone)]
 pub struct UpstreamHandle {
     pub(crate) tx: mpsc::Sender<UpstreamCmd>,
+    /// Releases a `lazy = true` upstream's actor (a no-op for the others).
+    pub(crate) start: Arc<Notify>,
 }
 
 impl UpstreamHandle {
+    /// A handle whose actor needs no start signal (tests drive the channel).
+    #[cfg(test)]
+    pub(crate) fn new(tx: mpsc::Sender<UpstreamCmd>) -> Self {
+        UpstreamHandle {
+            tx,
+            start: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Lets a lazy upstream start its server (idempotent).
+    pub fn start(&self) {
+        self.start.notify_one();
+    }
+
     /// Queues a message without waiting. `false` when the actor's queue is full or it
     /// has stopped.
     pub fn try_send(&self, bytes: Bytes) -> bool {
@@ -154,8 +170,10 @@ impl UpstreamHandle {
 mod http;
 mod stdio;
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
@@ -177,6 +195,18 @@ pub fn spawn_upstream(
     tracker: &TaskTracker,
 ) -> UpstreamHandle {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
+    let start = Arc::new(Notify::new());
+    // A lazy upstream's actor waits for the hub's first client before it starts.
+    let gate = config.lazy.then(|| (start.clone(), shutdown.clone()));
+    let gated = |run: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>| async move {
+        if let Some((start, shutdown)) = gate {
+            tokio::select! {
+                _ = start.notified() => {}
+                _ = shutdown.cancelled() => return,
+            }
+        }
+        run.await
+    };
     match config.transport() {
         UpstreamTransport::Stdio { .. } => {
             let actor = stdio::StdioUpstream {
@@ -187,7 +217,7 @@ pub fn spawn_upstream(
                 hub,
                 shutdown,
             };
-            tracker.spawn(actor.run(rx));
+            tracker.spawn(gated(Box::pin(actor.run(rx))));
         }
         UpstreamTransport::Http { .. } => {
             let actor = http::HttpUpstream {
@@ -199,10 +229,10 @@ pub fn spawn_upstream(
                 shutdown,
             };
             tracing::debug!(upstream = %actor.config.name, "starting Streamable HTTP upstream");
-            tracker.spawn(actor.run(rx));
+            tracker.spawn(gated(Box::pin(actor.run(rx))));
         }
     }
-    UpstreamHandle { tx }
+    UpstreamHandle { tx, start }
 }
 
 /// Delay before restart attempt `failures` (1-based): exponential from

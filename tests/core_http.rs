@@ -214,26 +214,18 @@ async fn hostile_http_input_gets_the_right_errors_and_others_keep_working() {
     .await;
     assert_eq!(r.status(), 404);
     // Bad Origin → 403.
-    let r = http
-        .post(&d.url)
-        .header("origin", "http://evil.example")
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let ping_with = |header: &'static str, value: &'static str| {
+        http.post(&d.url)
+            .header(header, value)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+            .send()
+    };
+    let r = ping_with("origin", "http://evil.example").await.unwrap();
     assert_eq!(r.status(), 403);
     // Foreign Host (DNS rebinding) → 403.
-    let r = http
-        .post(&d.url)
-        .header("host", "attacker.example:7878")
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
-        .send()
-        .await
-        .unwrap();
+    let r = ping_with("host", "attacker.example:7878").await.unwrap();
     assert_eq!(r.status(), 403);
     // An unknown method is a JSON-RPC error from the upstream, passed through.
     assert_eq!(

@@ -290,6 +290,19 @@ struct Run {
     stderr: String,
 }
 
+impl Run {
+    /// What a failing assertion shows: the peer's exit, its output, mcpmux's stderr.
+    fn report(&self, what: &str, mcpmux: &Mcpmux) -> String {
+        format!(
+            "{what} exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
+            self.status,
+            self.stdout,
+            self.stderr,
+            mcpmux.logs()
+        )
+    }
+}
+
 /// Runs a peer script to completion, bounded by `timeout` (then its process group is
 /// killed and the test fails).
 fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
@@ -437,15 +450,7 @@ fn ts_sdk_clients_share_one_upstream_subscription() {
         &[script, "fanout", &url, "--clients", "3", "--uri", DOC_URI],
         SCENARIO_TIMEOUT,
     );
-    let context = || {
-        format!(
-            "clients.mjs fanout exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
-            run.status,
-            run.stdout,
-            run.stderr,
-            mcpmux.logs()
-        )
-    };
+    let context = || run.report("clients.mjs fanout", &mcpmux);
     assert!(
         run.status.success(),
         "TS SDK fanout scenario failed through mcpmux\n{}",
@@ -493,15 +498,7 @@ fn python_client_subscribes_through_mcpmux() {
     let script = interop_dir().join("python/subscribe.py");
     let script = script.to_str().expect("utf-8 path");
     let run = run_peer(&python, &[script, &url, DOC_URI], SCENARIO_TIMEOUT);
-    let context = || {
-        format!(
-            "subscribe.py exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
-            run.status,
-            run.stdout,
-            run.stderr,
-            mcpmux.logs()
-        )
-    };
+    let context = || run.report("subscribe.py", &mcpmux);
     assert!(
         run.status.success(),
         "Python SDK client failed through mcpmux\n{}",
@@ -543,15 +540,7 @@ fn ts_sdk_clients_rereading_on_every_update_cost_one_upstream_read_per_update() 
         ],
         SCENARIO_TIMEOUT,
     );
-    let context = || {
-        format!(
-            "clients.mjs reread exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}",
-            run.status,
-            run.stdout,
-            run.stderr,
-            mcpmux.logs()
-        )
-    };
+    let context = || run.report("clients.mjs reread", &mcpmux);
     assert!(
         run.status.success(),
         "TS SDK reread scenario failed through mcpmux\n{}",
@@ -847,11 +836,8 @@ fn ts_sdk_clients_see_a_stdio_and_an_http_upstream_as_one_server() {
     );
     let context = || {
         format!(
-            "clients.mjs multi exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}\n--- remote server-everything stderr ---\n{}",
-            run.status,
-            run.stdout,
-            run.stderr,
-            mcpmux.logs(),
+            "{}\n--- remote server-everything stderr ---\n{}",
+            run.report("clients.mjs multi", &mcpmux),
             remote.logs()
         )
     };
@@ -974,11 +960,8 @@ fn http_upstream_restart_keeps_clients_receiving_updates() {
     );
     let context = || {
         format!(
-            "clients.mjs restart exit: {}\n--- stdout ---\n{}\n--- stderr ---\n{}\n--- mcpmux stderr ---\n{}\n--- remote server-everything stderr ---\n{}",
-            run.status,
-            run.stdout,
-            run.stderr,
-            mcpmux.logs(),
+            "{}\n--- remote server-everything stderr ---\n{}",
+            run.report("clients.mjs restart", &mcpmux),
             remote.logs()
         )
     };

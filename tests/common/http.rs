@@ -174,13 +174,7 @@ impl HttpClient {
         let r = self
             .call("tools/call", json!({"name": name, "arguments": args}))
             .await;
-        let result = r
-            .get("result")
-            .unwrap_or_else(|| panic!("tool {name} failed: {r}"));
-        result
-            .get("structuredContent")
-            .cloned()
-            .unwrap_or_else(|| result.clone())
+        super::tool_output(name, &r)
     }
 
     /// The next message on the GET stream.

@@ -43,6 +43,20 @@ pub fn scripted_config(listen: &str, extra: &str, server_extra: &str) -> String 
     )
 }
 
+/// The `structuredContent` of a `tools/call` response, or its whole result.
+///
+/// # Panics
+/// When the call failed.
+pub fn tool_output(name: &str, response: &Value) -> Value {
+    let result = response
+        .get("result")
+        .unwrap_or_else(|| panic!("tool {name} failed: {response}"));
+    result
+        .get("structuredContent")
+        .cloned()
+        .unwrap_or_else(|| result.clone())
+}
+
 /// A client speaking newline-delimited JSON-RPC to a child process.
 pub struct LineClient {
     pub child: Child,
@@ -128,13 +142,7 @@ impl LineClient {
         let r = self
             .call("tools/call", json!({"name": name, "arguments": args}))
             .await;
-        let result = r
-            .get("result")
-            .unwrap_or_else(|| panic!("tool {name} failed: {r}"));
-        result
-            .get("structuredContent")
-            .cloned()
-            .unwrap_or_else(|| result.clone())
+        tool_output(name, &r)
     }
 
     /// Waits for a notification with this method (already read or still to come).

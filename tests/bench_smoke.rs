@@ -3,6 +3,7 @@
 //! update (0 lost) on mcpmux and on the raw SSE baseline, one upstream read per update,
 //! and every forwarding path answers. Shares its code with `examples/loadgen.rs`.
 
+mod common;
 #[path = "../examples/loadgen/mod.rs"]
 mod harness;
 
@@ -16,7 +17,7 @@ fn env_with(parse: Parse) -> Env {
         server: tokio::runtime::Handle::current(),
         server_threads: None,
         bins: Bins {
-            scripted: env!("CARGO_BIN_EXE_scripted-upstream").into(),
+            scripted: common::scripted_upstream().into(),
             mcpmux: Some(env!("CARGO_BIN_EXE_mcpmux").into()),
         },
         parse,

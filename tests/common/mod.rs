@@ -15,8 +15,30 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 /// never a wait).
 pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 
+/// The `scripted-upstream` binary of this workspace (a member of its own, so
+/// `cargo install mcpmux` never installs it). `cargo test` at the top builds it with
+/// everything else; a narrower `cargo test --test X` may not, so it is built here on
+/// first use when it is missing.
 pub fn scripted_upstream() -> &'static str {
-    env!("CARGO_BIN_EXE_scripted-upstream")
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        let mcpmux = std::path::Path::new(env!("CARGO_BIN_EXE_mcpmux"));
+        let path =
+            mcpmux.with_file_name(format!("scripted-upstream{}", std::env::consts::EXE_SUFFIX));
+        if !path.exists() {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let release = mcpmux.parent().and_then(|d| d.file_name()) == Some("release".as_ref());
+            let mut cmd = std::process::Command::new(cargo);
+            cmd.args(["build", "--quiet", "-p", "scripted-upstream"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"));
+            if release {
+                cmd.arg("--release");
+            }
+            let status = cmd.status().expect("run cargo build -p scripted-upstream");
+            assert!(status.success(), "cargo build -p scripted-upstream failed");
+        }
+        path.to_string_lossy().into_owned()
+    })
 }
 
 pub fn mcpmux_bin() -> &'static str {

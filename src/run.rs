@@ -44,6 +44,10 @@ impl Core {
                         force_subscribe: server.force_subscribe,
                         prefix: server.prefix.clone(),
                         uri_prefixes: server.uri_prefixes.clone(),
+                        unrelated: server.unrelated_messages,
+                        declares_roots: server
+                            .client_capabilities
+                            .contains(&crate::config::ClientCapability::Roots),
                         last_caps: serde_json::Value::Null,
                         handle: spawn_upstream(
                             UpstreamId(i),

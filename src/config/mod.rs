@@ -28,7 +28,10 @@
 //! - Zero is rejected where it would make the proxy unusable: every `[limits]` key,
 //!   `listen.session_idle_ms`, `restart.initial_backoff_ms`, `restart.max_failures`,
 //!   `restart.init_timeout_ms`; `restart.max_backoff_ms >= restart.initial_backoff_ms`.
-//! - Zero is allowed and means "off" for: `cache.max_entries` or `cache.max_bytes`
+//! - `limits.request_max_total_ms` is taken as at least `limits.request_timeout_ms`
+//!   (raising only the timeout must not make a file invalid).
+//! - Zero is allowed and means "off" for: `limits.drain_ms` (cut in-flight requests at
+//!   once on shutdown), `cache.max_entries` or `cache.max_bytes`
 //!   (either one 0 disables the response cache, see [`CacheConfig::is_enabled`]),
 //!   `listen.sse_replay_events` (no `Last-Event-ID` replay), `subscriptions.linger_ms`
 //!   (unsubscribe upstream at once).
@@ -378,6 +381,12 @@ pub struct LimitsConfig {
     pub request_timeout_ms: u64,
     /// Requests one client may have in flight at once.
     pub max_pending_per_client: usize,
+    /// Each progress notification restarts a request's `request_timeout_ms`, but never
+    /// past this long after it was sent (taken as at least `request_timeout_ms`).
+    pub request_max_total_ms: u64,
+    /// On shutdown, requests in flight get this long to be answered before they are
+    /// cut with an error. 0 = cut at once.
+    pub drain_ms: u64,
 }
 
 impl LimitsConfig {
@@ -387,6 +396,8 @@ impl LimitsConfig {
     pub const DEFAULT_CLIENT_QUEUE: usize = 1024;
     pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 60_000;
     pub const DEFAULT_MAX_PENDING_PER_CLIENT: usize = 1024;
+    pub const DEFAULT_REQUEST_MAX_TOTAL_MS: u64 = 600_000;
+    pub const DEFAULT_DRAIN_MS: u64 = 10_000;
 }
 
 impl Default for LimitsConfig {
@@ -398,6 +409,8 @@ impl Default for LimitsConfig {
             client_queue: Self::DEFAULT_CLIENT_QUEUE,
             request_timeout_ms: Self::DEFAULT_REQUEST_TIMEOUT_MS,
             max_pending_per_client: Self::DEFAULT_MAX_PENDING_PER_CLIENT,
+            request_max_total_ms: Self::DEFAULT_REQUEST_MAX_TOTAL_MS,
+            drain_ms: Self::DEFAULT_DRAIN_MS,
         }
     }
 }
@@ -459,6 +472,72 @@ pub struct ServerConfig {
     pub lazy: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub uri_prefixes: Vec<String>,
+    /// Client capabilities mcpmux declares to this server in `initialize`: the
+    /// server→client requests it may send, which mcpmux routes to the client whose
+    /// request they belong to (when that client declared the capability too).
+    #[serde(default = "ClientCapability::all")]
+    pub client_capabilities: Vec<ClientCapability>,
+    /// Where this server's messages that belong to no client request go.
+    #[serde(default)]
+    pub unrelated_messages: UnrelatedPolicy,
+}
+
+/// A client capability mcpmux can declare upstream and route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientCapability {
+    /// `sampling/createMessage`.
+    Sampling,
+    /// `elicitation/create`, form and URL modes.
+    Elicitation,
+    /// `roots/list`, with `notifications/roots/list_changed` forwarded.
+    Roots,
+}
+
+impl ClientCapability {
+    pub fn all() -> Vec<ClientCapability> {
+        vec![Self::Sampling, Self::Elicitation, Self::Roots]
+    }
+
+    /// The key in `ClientCapabilities`.
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Sampling => "sampling",
+            Self::Elicitation => "elicitation",
+            Self::Roots => "roots",
+        }
+    }
+
+    /// The `capabilities` object of mcpmux's `initialize` for these.
+    pub fn declared(caps: &[ClientCapability]) -> serde_json::Value {
+        let mut out = serde_json::Map::new();
+        for c in caps {
+            let v = match c {
+                Self::Sampling => serde_json::json!({}),
+                Self::Elicitation => serde_json::json!({"form": {}, "url": {}}),
+                Self::Roots => serde_json::json!({"listChanged": true}),
+            };
+            out.insert(c.key().to_owned(), v);
+        }
+        serde_json::Value::Object(out)
+    }
+}
+
+/// Where a server's messages go that belong to no client request (a log line or an
+/// unknown notification sent on its own, or on stdio while several clients wait):
+/// docs/architecture.md, "Server messages and their clients".
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum UnrelatedPolicy {
+    /// Delivered to nobody (written to mcpmux's own log at debug level). Nothing a
+    /// client did not ask for can leak.
+    #[default]
+    None,
+    /// Log messages go to the clients that asked for logs with `logging/setLevel`
+    /// (filtered by their level); other notifications to nobody.
+    LogLevel,
+    /// Everything to every client (log messages filtered by each client's level).
+    All,
 }
 
 /// The transport of one upstream, derived from its table.

@@ -35,6 +35,10 @@ pub enum OutKind {
     Coalescible(Arc<str>),
     /// Any other notification: dropped (and counted) under pressure.
     Notification,
+    /// No bytes for the wire: the client cancelled its request `related`, so no
+    /// response will come; the transport ends whatever waits for it (an HTTP POST).
+    /// Never dropped, like a response.
+    Release,
 }
 
 /// One message for a client: serialized once, shared by every client that gets it.
@@ -107,7 +111,9 @@ impl OutboxState {
             Pushed::Queued
         } else {
             match &msg.kind {
-                OutKind::Response | OutKind::Request => self.close(CloseReason::QueueFull),
+                OutKind::Response | OutKind::Request | OutKind::Release => {
+                    self.close(CloseReason::QueueFull)
+                }
                 OutKind::Notification => {
                     self.dropped += 1;
                     Pushed::Dropped

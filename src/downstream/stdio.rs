@@ -81,7 +81,7 @@ where
                 outbox.ready().await;
                 continue;
             }
-            for o in batch.drain(..) {
+            for o in batch.drain(..).filter(|o| o.kind != OutKind::Release) {
                 if out.feed(o.bytes).await.is_err() {
                     return;
                 }
@@ -96,7 +96,7 @@ where
             // Input ended: deliver what is already queued, then leave.
             let mut rest = Vec::new();
             if outbox.drain(&mut rest).is_ok() {
-                for o in rest {
+                for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
                     let _ = out.feed(o.bytes).await;
                 }
                 let _ = out.flush().await;

@@ -18,6 +18,16 @@ impl Hub {
         if !self.clients.contains_key(&client) {
             return; // Already gone; late message.
         }
+        if let Some(why) = bad_params(&msg) {
+            match msg.id().filter(|_| msg.kind() == Kind::Request) {
+                Some(id) => {
+                    let id = id.clone();
+                    self.reply_error(client, &id, code::INVALID_PARAMS, why);
+                }
+                None => tracing::debug!(%client, why, "client message with bad params dropped"),
+            }
+            return;
+        }
         match msg.kind() {
             Kind::Request => self.on_client_request(client, msg),
             Kind::Notification => self.on_client_notification(client, msg),
@@ -286,6 +296,25 @@ impl Hub {
                         self.send_cancelled(entry.upstream, pid, "cancelled by the client");
                     }
                 }
+                // No response will come: whatever waits for one (an HTTP POST) ends.
+                self.push(
+                    client,
+                    Outbound {
+                        bytes: bytes::Bytes::new(),
+                        kind: OutKind::Release,
+                        related: Some(req),
+                    },
+                );
+            }
+            methods::ROOTS_LIST_CHANGED => {
+                // Roots are per session: every upstream mcpmux declared roots to
+                // hears that they may have changed, and asks again.
+                for u in 0..self.upstreams.len() {
+                    let u = UpstreamId(u);
+                    if self.upstreams[u.0].declares_roots && self.upstream_ready(u).is_some() {
+                        self.send_to_upstream(u, &msg);
+                    }
+                }
             }
             other => tracing::debug!(%client, method = other, "client notification not forwarded"),
         }
@@ -334,6 +363,18 @@ impl Hub {
             },
         );
     }
+}
+
+/// Why a client message's `params` cannot be forwarded: MCP params are an object, and
+/// one that nests deeper than the JSON parser's limit (128) could not be read by
+/// mcpmux or most servers, whose error would then carry no id to map back.
+fn bad_params(msg: &Message) -> Option<&'static str> {
+    let params = msg.params()?.get();
+    if !params.trim_start().starts_with('{') {
+        return Some("params must be an object");
+    }
+    crate::protocol::nests_deeper_than(params, crate::protocol::MAX_NESTING)
+        .then_some("params nest too deeply (more than 128 levels)")
 }
 
 /// Sets `params._meta.progressToken`.

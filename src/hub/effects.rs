@@ -4,7 +4,7 @@
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Hub, SubError, Timer, Waiter};
+use super::{Hub, RequestTimer, SubError, Timer, Waiter};
 use crate::downstream::outbox::{OutKind, Outbound, Pushed};
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
@@ -28,9 +28,12 @@ impl Hub {
     /// request fails at once.
     pub(super) fn dispatch_upstream(&mut self, upstream: UpstreamId, pid: ProxyId, msg: &Message) {
         if self.send_to_upstream(upstream, msg) {
-            let at = Instant::now() + self.settings.request_timeout;
-            let key = self.timers.insert_at(Timer::Request(pid), at);
-            self.request_timers.insert(pid, key);
+            let now = Instant::now();
+            let key = self
+                .timers
+                .insert_at(Timer::Request(pid), now + self.settings.request_timeout);
+            let limit = now + self.settings.request_max_total;
+            self.request_timers.insert(pid, RequestTimer { key, limit });
         } else {
             let why = format!(
                 "upstream {} is not accepting requests",
@@ -68,8 +71,17 @@ impl Hub {
     }
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
-        if let Some(key) = self.request_timers.remove(&pid) {
-            self.timers.try_remove(&key);
+        if let Some(t) = self.request_timers.remove(&pid) {
+            self.timers.try_remove(&t.key);
+        }
+    }
+
+    /// Progress on a request: its timeout starts again, but never runs past the
+    /// request's total limit (`limits.request_max_total_ms`).
+    pub(super) fn extend_request_timer(&mut self, pid: ProxyId) {
+        if let Some(t) = self.request_timers.get(&pid) {
+            let at = (Instant::now() + self.settings.request_timeout).min(t.limit);
+            self.timers.reset_at(&t.key, at);
         }
     }
 
@@ -101,16 +113,19 @@ impl Hub {
         }
     }
 
-    pub(super) fn request_timed_out(&mut self, pid: ProxyId) {
+    pub(super) fn request_timed_out(&mut self, pid: ProxyId, limit_reached: bool) {
         let Some(entry) = self.pending.get(pid) else {
             return;
         };
         let upstream = entry.upstream;
-        let ms = self.settings.request_timeout.as_millis();
-        let why = format!(
-            "upstream {} did not answer within {ms} ms (limits.request_timeout_ms)",
-            self.upstreams[upstream.0].name
-        );
+        let name = &self.upstreams[upstream.0].name;
+        let why = if limit_reached {
+            let ms = self.settings.request_max_total.as_millis();
+            format!("upstream {name} did not answer within {ms} ms in all, progress notwithstanding (limits.request_max_total_ms)")
+        } else {
+            let ms = self.settings.request_timeout.as_millis();
+            format!("upstream {name} did not answer within {ms} ms (limits.request_timeout_ms)")
+        };
         self.fail_request(pid, code::REQUEST_TIMEOUT, &why);
         self.send_cancelled(upstream, pid, "timed out in mcpmux");
     }

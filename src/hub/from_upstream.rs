@@ -1,6 +1,17 @@
 //! Upstream → hub: readiness and failure, responses mapped back to their clients,
-//! notifications fanned out (updates only to holders), server→client requests routed
-//! to the one client they can belong to.
+//! notifications fanned out (updates only to holders), and the messages that belong
+//! to one client's request (server→client requests, progress, log messages) delivered
+//! to that client alone (docs/architecture.md, "Server messages and their clients").
+//!
+//! Association, strongest first:
+//! 1. the transport tells which of mcpmux's requests the message arrived with (a
+//!    Streamable HTTP POST stream): the client that made that request;
+//! 2. a progress notification names its request by the proxy-minted token;
+//! 3. the transport cannot tell (stdio): the client whose request is the *only* one
+//!    in flight on that upstream, when there is exactly one;
+//! 4. otherwise the message belongs to nobody and follows the server's
+//!    `unrelated_messages` policy (default: delivered to nobody); a server→client
+//!    request that belongs to nobody is refused with an error saying why.
 
 use std::sync::Arc;
 
@@ -9,13 +20,14 @@ use tokio::time::Instant;
 
 use super::effects::notification_out;
 use super::{Hub, UpstreamStatus};
+use crate::config::UnrelatedPolicy;
 use crate::downstream::outbox::OutKind;
 use crate::protocol::methods::{self, parse_params, UriParams};
 use crate::protocol::{code, Kind, Message, RawId};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::{ClientBound, Origin};
-use crate::upstream::UpstreamEvent;
+use crate::upstream::{Related, UpstreamEvent};
 
 impl Hub {
     pub(super) fn on_upstream_event(&mut self, upstream: UpstreamId, event: UpstreamEvent) {
@@ -27,10 +39,10 @@ impl Hub {
             UpstreamEvent::Down { reason, retrying } => {
                 self.on_upstream_down(upstream, reason, retrying)
             }
-            UpstreamEvent::Message(msg) => match msg.kind() {
+            UpstreamEvent::Message(msg, related) => match msg.kind() {
                 Kind::Response => self.on_upstream_response(upstream, msg),
-                Kind::Notification => self.on_upstream_notification(upstream, msg),
-                Kind::Request => self.on_upstream_request(upstream, msg),
+                Kind::Notification => self.on_upstream_notification(upstream, msg, &related),
+                Kind::Request => self.on_upstream_request(upstream, msg, &related),
             },
         }
     }
@@ -44,6 +56,7 @@ impl Hub {
         slot.was_ready = true;
         self.cache.clear_upstream(upstream);
         self.refresh_catalog(upstream, &ListKind::ALL);
+        self.send_log_level(upstream);
         if restart {
             // A fresh session holds no subscriptions: take them again, and tell every
             // holder that changes may have been missed.
@@ -60,16 +73,18 @@ impl Hub {
                 let out = notification_out(n.to_bytes(), update_key(&key), None);
                 self.fan_out(&holders, &out);
             }
-            for method in [
-                methods::TOOLS_LIST_CHANGED,
-                methods::PROMPTS_LIST_CHANGED,
-                methods::RESOURCES_LIST_CHANGED,
-            ] {
-                self.broadcast(
-                    &Message::notification(method, None),
-                    OutKind::Coalescible(method.into()),
-                );
-            }
+        }
+        // Its lists join the merged ones: clients that initialized before (it was
+        // down, or restarting) hear that they changed.
+        for method in [
+            methods::TOOLS_LIST_CHANGED,
+            methods::PROMPTS_LIST_CHANGED,
+            methods::RESOURCES_LIST_CHANGED,
+        ] {
+            self.broadcast(
+                &Message::notification(method, None),
+                OutKind::Coalescible(method.into()),
+            );
         }
         self.answer_deferred_inits();
     }
@@ -117,9 +132,10 @@ impl Hub {
                 client, id, method, ..
             } => {
                 msg.set_id(&id);
-                if &*method == methods::RESOURCES_READ {
+                let exposes = [methods::RESOURCES_READ, methods::TOOLS_CALL];
+                if exposes.contains(&&*method) && self.upstreams[upstream.0].prefix.is_some() {
                     if let Some(r) = msg.result().map(|r| r.get().to_owned()) {
-                        if let Some(exposed) = self.expose_read_result(upstream, &r) {
+                        if let Some(exposed) = self.expose_result_uris(upstream, &r) {
                             if let Ok(raw) = serde_json::value::RawValue::from_string(exposed) {
                                 msg.set_member("result", raw);
                             }
@@ -144,7 +160,7 @@ impl Hub {
                 self.apply_sub_effects(effects);
             }
             Origin::Read { key, generation } => match (msg.result(), msg.error()) {
-                (Some(r), _) => match self.expose_read_result(upstream, r.get()) {
+                (Some(r), _) => match self.expose_result_uris(upstream, r.get()) {
                     Some(exposed) => self.finish_read(&key, generation, Ok(&exposed)),
                     None => self.finish_read(&key, generation, Ok(r.get())),
                 },
@@ -181,7 +197,12 @@ impl Hub {
         }
     }
 
-    fn on_upstream_notification(&mut self, upstream: UpstreamId, mut msg: Message) {
+    fn on_upstream_notification(
+        &mut self,
+        upstream: UpstreamId,
+        mut msg: Message,
+        related: &Related,
+    ) {
         let method = msg.method().unwrap_or_default().to_owned();
         match method.as_str() {
             methods::RESOURCES_UPDATED => {
@@ -192,10 +213,21 @@ impl Hub {
                 let key = SubKey::new(upstream, &uri);
                 // Invalidate before anyone hears of the change, so a re-read misses.
                 self.cache.invalidate(&key);
-                let holders: Vec<ClientId> = self.subs.holders(&key).collect();
+                let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
+                // The URI may be a sub-resource of one a client holds: its holders
+                // hear of it too, and the parent's cached contents are stale.
+                for parent in parent_uris(&uri) {
+                    let pkey = SubKey::new(upstream, parent);
+                    if self.subs.is_active(&pkey) {
+                        self.cache.invalidate(&pkey);
+                        holders.extend(self.subs.holders(&pkey));
+                    }
+                }
                 if holders.is_empty() {
                     return;
                 }
+                holders.sort_unstable();
+                holders.dedup();
                 // Serialized once; `_meta` and unknown members travel untouched. A
                 // namespaced upstream's URI is shown as the clients know it.
                 let exposed = self.catalog.expose_uri(upstream, &uri);
@@ -215,14 +247,24 @@ impl Hub {
                     .params()
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
                     .and_then(|p| p["level"].as_str().map(str::to_owned));
-                let out = notification_out(msg.to_bytes(), OutKind::Notification, None);
-                let clients: Vec<ClientId> = self
-                    .clients
-                    .iter()
-                    .filter(|(id, c)| c.init.is_some() && self.wants_log(**id, level.as_deref()))
-                    .map(|(id, _)| *id)
-                    .collect();
-                self.fan_out(&clients, &out);
+                let level = level.as_deref();
+                match self.owner_of(upstream, related) {
+                    Some((client, id)) => {
+                        if self.wants_log(client, level) {
+                            let out =
+                                notification_out(msg.to_bytes(), OutKind::Notification, Some(id));
+                            self.push(client, out);
+                        }
+                    }
+                    None => {
+                        let clients: Vec<ClientId> = self
+                            .unrelated_receivers(upstream, true)
+                            .into_iter()
+                            .filter(|c| self.wants_log(*c, level))
+                            .collect();
+                        self.deliver_unrelated(upstream, &msg, &clients);
+                    }
+                }
             }
             methods::PROGRESS => {
                 let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId)
@@ -242,6 +284,7 @@ impl Hub {
                 else {
                     return;
                 };
+                self.extend_request_timer(pid);
                 let token: serde_json::Value =
                     serde_json::from_str(&token).unwrap_or(serde_json::Value::Null);
                 rewrite_progress_token_notification(&mut msg, token);
@@ -259,6 +302,7 @@ impl Hub {
                     return;
                 };
                 if let Some(pid) = self.pending.find_client_bound(upstream, &req) {
+                    // Only the client the request went to hears of its cancellation.
                     let bound = self
                         .pending
                         .complete_client_bound(pid)
@@ -273,30 +317,139 @@ impl Hub {
                     );
                 }
             }
-            _ => self.broadcast(&msg, OutKind::Notification),
+            methods::ELICITATION_COMPLETE => {
+                let id = msg
+                    .params()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["elicitationId"].as_str().map(str::to_owned));
+                let owner = id.and_then(|id| self.elicitations.remove(&(upstream, id)));
+                match owner {
+                    Some(client) => {
+                        self.push(
+                            client,
+                            notification_out(msg.to_bytes(), OutKind::Notification, None),
+                        );
+                    }
+                    None => self.on_other_notification(upstream, &msg, related),
+                }
+            }
+            _ => self.on_other_notification(upstream, &msg, related),
         }
     }
 
-    /// A server→client request: answered locally (`ping`) or routed to the one client
-    /// it can belong to, else refused with an error that says why.
-    fn on_upstream_request(&mut self, upstream: UpstreamId, mut msg: Message) {
+    /// A notification mcpmux does not interpret: to the client whose request it
+    /// belongs to, else by the server's `unrelated_messages` policy.
+    fn on_other_notification(&mut self, upstream: UpstreamId, msg: &Message, related: &Related) {
+        match self.owner_of(upstream, related) {
+            Some((client, id)) => {
+                self.push(
+                    client,
+                    notification_out(msg.to_bytes(), OutKind::Notification, Some(id)),
+                );
+            }
+            None => {
+                let clients = self.unrelated_receivers(upstream, false);
+                self.deliver_unrelated(upstream, msg, &clients);
+            }
+        }
+    }
+
+    /// The client (and its request id) a message from `upstream` belongs to, if it
+    /// can be known: by the request the transport says it came with, or, when the
+    /// transport cannot tell, the only request in flight there when that one is a
+    /// client's.
+    pub(super) fn owner_of(
+        &self,
+        upstream: UpstreamId,
+        related: &Related,
+    ) -> Option<(ClientId, RawId)> {
+        let pid = match related {
+            Related::Request(raw) => ProxyId(raw.as_u64()?),
+            Related::Nothing => return None,
+            Related::Unknown => match self.pending.ids_on_upstream(upstream).as_slice() {
+                [only] => *only,
+                _ => return None,
+            },
+        };
+        match self.pending.get(pid) {
+            Some(e) if e.upstream == upstream => match &e.origin {
+                Origin::Client { client, id, .. } => Some((*client, id.clone())),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
+    /// Who gets a message of `upstream` that belongs to no request, by its policy.
+    fn unrelated_receivers(&self, upstream: UpstreamId, is_log: bool) -> Vec<ClientId> {
+        let policy = self.upstreams[upstream.0].unrelated;
+        self.clients
+            .iter()
+            .filter(|(id, c)| {
+                c.init.is_some()
+                    && match policy {
+                        UnrelatedPolicy::None => false,
+                        UnrelatedPolicy::LogLevel => is_log && self.log_levels.contains_key(id),
+                        UnrelatedPolicy::All => true,
+                    }
+            })
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    fn deliver_unrelated(&mut self, upstream: UpstreamId, msg: &Message, clients: &[ClientId]) {
+        if clients.is_empty() {
+            tracing::debug!(
+                upstream = %self.upstreams[upstream.0].name,
+                method = msg.method().unwrap_or_default(),
+                "message that belongs to no client request not delivered (servers.NAME.unrelated_messages)"
+            );
+            return;
+        }
+        let out = notification_out(msg.to_bytes(), OutKind::Notification, None);
+        self.fan_out(clients, &out);
+    }
+
+    /// A server→client request: answered locally (`ping`) or routed to the client whose
+    /// request it belongs to, if that client declared the capability it needs; else
+    /// refused with an error that says why.
+    fn on_upstream_request(&mut self, upstream: UpstreamId, mut msg: Message, related: &Related) {
         let id = msg.id().cloned().expect("requests have ids");
-        if msg.method() == Some(methods::PING) {
+        let method = msg.method().unwrap_or_default().to_owned();
+        if method == methods::PING {
             self.send_to_upstream(upstream, &Message::response(&id, &json!({})));
             return;
         }
-        let waiting = self.pending.clients_waiting_on(upstream);
-        let [(client, related)] = waiting.as_slice() else {
-            let why = if waiting.is_empty() {
-                "mcpmux cannot route this request: no client has a request in flight on this server"
-            } else {
-                "mcpmux cannot route this request: several clients have requests in flight on this server"
-            };
-            let err = Message::error_response(Some(&id), code::METHOD_NOT_FOUND, why, None);
-            self.send_to_upstream(upstream, &err);
-            return;
+        let refuse = |hub: &mut Hub, why: String| {
+            tracing::debug!(upstream = %hub.upstreams[upstream.0].name, %method, %why, "server request refused");
+            let err = Message::error_response(Some(&id), code::METHOD_NOT_FOUND, &why, None);
+            hub.send_to_upstream(upstream, &err);
         };
-        let (client, related) = (*client, related.clone());
+        let Some((client, client_request)) = self.owner_of(upstream, related) else {
+            let why = match related {
+                Related::Unknown => "mcpmux cannot tell which client this request belongs to: \
+                     it did not come with a client request and several (or no) requests are in flight on this server",
+                _ => "mcpmux cannot route this request: it belongs to no client request",
+            };
+            return refuse(self, format!("{why} ({method})"));
+        };
+        let params: serde_json::Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let client_caps = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.init.as_ref())
+            .map(|i| &i.capabilities);
+        if let Some(why) = client_caps.and_then(|caps| missing_capability(&method, &params, caps)) {
+            return refuse(self, why);
+        }
+        if method == methods::ELICITATION_CREATE && params["mode"] == "url" {
+            if let Some(eid) = params["elicitationId"].as_str() {
+                self.elicitations.insert((upstream, eid.to_owned()), client);
+            }
+        }
         let pid = self.pending.register_client_bound(ClientBound {
             upstream,
             upstream_id: id,
@@ -305,7 +458,7 @@ impl Hub {
         msg.set_id(&RawId::from_u64(pid.0));
         self.push(
             client,
-            notification_out(msg.to_bytes(), OutKind::Request, Some(related)),
+            notification_out(msg.to_bytes(), OutKind::Request, Some(client_request)),
         );
     }
 
@@ -340,18 +493,42 @@ impl Hub {
 }
 
 impl Hub {
-    /// A `resources/read` result of a namespaced upstream with `contents[].uri` shown
-    /// as clients know it; `None` when nothing needs to change.
-    fn expose_read_result(&self, upstream: UpstreamId, result: &str) -> Option<String> {
+    /// A result of a namespaced upstream with the resource URIs in it shown as clients
+    /// know them, so a client can read what it is pointed at through mcpmux:
+    /// `contents[].uri` of `resources/read`, and in `tools/call` content the
+    /// `resource_link` items' `uri` and embedded `resource.uri`. `None` when nothing
+    /// needs to change.
+    fn expose_result_uris(&self, upstream: UpstreamId, result: &str) -> Option<String> {
         self.upstreams[upstream.0].prefix.as_ref()?;
         let mut v: serde_json::Value = serde_json::from_str(result).ok()?;
-        for item in v.get_mut("contents")?.as_array_mut()? {
-            if let Some(uri) = item.get("uri").and_then(|u| u.as_str()) {
-                let exposed = self.catalog.expose_uri(upstream, uri);
-                item["uri"] = serde_json::Value::String(exposed);
+        let mut changed = false;
+        let mut expose = |uri: &mut serde_json::Value| {
+            if let Some(own) = uri.as_str() {
+                *uri = serde_json::Value::String(self.catalog.expose_uri(upstream, own));
+                changed = true;
+            }
+        };
+        for list in ["contents", "content"] {
+            let Some(items) = v.get_mut(list).and_then(|l| l.as_array_mut()) else {
+                continue;
+            };
+            for item in items {
+                match item["type"].as_str() {
+                    Some("resource") => {
+                        if let Some(uri) = item.get_mut("resource").and_then(|r| r.get_mut("uri")) {
+                            expose(uri);
+                        }
+                    }
+                    Some("resource_link") | None => {
+                        if let Some(uri) = item.get_mut("uri") {
+                            expose(uri);
+                        }
+                    }
+                    Some(_) => {}
+                }
             }
         }
-        Some(v.to_string())
+        changed.then(|| v.to_string())
     }
 }
 
@@ -367,6 +544,59 @@ fn response_outcome(msg: &Message) -> Result<serde_json::Value, serde_json::Valu
     }
 }
 
+/// Why the client may not receive a server→client request: it did not declare the
+/// capability the request needs in `initialize` (for elicitation, the mode: an empty
+/// `elicitation` capability means form mode only). `None` when it may; methods that
+/// need no capability mcpmux knows of pass.
+fn missing_capability(
+    method: &str,
+    params: &serde_json::Value,
+    caps: &serde_json::Value,
+) -> Option<String> {
+    let cap = match method {
+        methods::SAMPLING_CREATE => "sampling",
+        methods::ROOTS_LIST => "roots",
+        methods::ELICITATION_CREATE => "elicitation",
+        _ => return None,
+    };
+    let declared = &caps[cap];
+    if !declared.is_object() {
+        return Some(format!(
+            "the client this request belongs to did not declare the {cap} capability ({method})"
+        ));
+    }
+    if method == methods::ELICITATION_CREATE {
+        let mode = params["mode"].as_str().unwrap_or("form");
+        let names_modes = declared.get("form").is_some() || declared.get("url").is_some();
+        if declared.get(mode).is_none() && (names_modes || mode != "form") {
+            return Some(format!(
+                "the client this request belongs to did not declare elicitation.{mode} ({method})"
+            ));
+        }
+    }
+    None
+}
+
+/// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
+/// `/` of its path, with and without that `/` (`file:///a/b/c` → `file:///a/b/`,
+/// `file:///a/b`, `file:///a/`, `file:///a`, `file:///`). Nothing above the path
+/// (the scheme and authority alone) is a parent.
+fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
+    let path_start = uri.find("://").map_or(0, |i| i + 3);
+    let path_start = uri[path_start..]
+        .find('/')
+        .map_or(uri.len(), |i| path_start + i);
+    uri[path_start..]
+        .rmatch_indices('/')
+        .map(move |(i, _)| path_start + i)
+        .filter(move |&end| end + 1 < uri.len())
+        .flat_map(move |end| {
+            let with = &uri[..=end];
+            let without = (end > path_start).then(|| &uri[..end]);
+            [Some(with), without].into_iter().flatten()
+        })
+}
+
 /// The outbox coalescing key of an update: one pending entry per (upstream, URI).
 fn update_key(key: &SubKey) -> OutKind {
     OutKind::Coalescible(Arc::from(format!("{} {}", key.upstream, key.uri)))
@@ -380,5 +610,36 @@ fn rewrite_progress_token_notification(msg: &mut Message, token: serde_json::Val
     {
         params["progressToken"] = token;
         msg.set_params(&params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parent_uris;
+
+    #[test]
+    fn parents_end_at_slashes_of_the_path() {
+        let p: Vec<&str> = parent_uris("file:///a/b/c").collect();
+        assert_eq!(
+            p,
+            [
+                "file:///a/b/",
+                "file:///a/b",
+                "file:///a/",
+                "file:///a",
+                "file:///"
+            ]
+        );
+        let p: Vec<&str> = parent_uris("test://static/1").collect();
+        assert_eq!(p, ["test://static/"]);
+        assert_eq!(parent_uris("test://static").count(), 0);
+        assert_eq!(
+            parent_uris("test://static/").count(),
+            0,
+            "a URI is not its own parent"
+        );
+        let p: Vec<&str> = parent_uris("db://h/t/").collect();
+        assert_eq!(p, ["db://h/"]);
+        assert_eq!(parent_uris("urn:x:y").count(), 0);
     }
 }

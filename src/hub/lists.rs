@@ -286,21 +286,33 @@ impl Hub {
             return;
         }
         self.upstream_log_level = wanted;
-        let level = LEVELS[usize::from(wanted.expect("checked"))];
         for u in self.candidates("logging") {
-            if self.upstream_ready(u).is_some() {
-                let pid = self
-                    .pending
-                    .register(u, Origin::Internal(methods::LOGGING_SET_LEVEL))
-                    .expect("unique");
-                let m = Message::request(
-                    &RawId::from_u64(pid.0),
-                    methods::LOGGING_SET_LEVEL,
-                    Some(&json!({"level": level})),
-                );
-                self.dispatch_upstream(u, pid, &m);
-            }
+            self.send_log_level(u);
         }
+    }
+
+    /// Sets the effective level on one upstream (after a level change, and whenever it
+    /// starts or restarts: a new session starts at the server's default).
+    pub(super) fn send_log_level(&mut self, u: UpstreamId) {
+        let Some(level) = self.upstream_log_level else {
+            return;
+        };
+        let supported = self
+            .upstream_ready(u)
+            .is_some_and(|info| info.capabilities["logging"].is_object());
+        if !supported {
+            return;
+        }
+        let pid = self
+            .pending
+            .register(u, Origin::Internal(methods::LOGGING_SET_LEVEL))
+            .expect("unique");
+        let m = Message::request(
+            &RawId::from_u64(pid.0),
+            methods::LOGGING_SET_LEVEL,
+            Some(&json!({"level": LEVELS[usize::from(level)]})),
+        );
+        self.dispatch_upstream(u, pid, &m);
     }
 
     /// Whether a `notifications/message` at `level` goes to this client.

@@ -29,7 +29,7 @@ use tokio_util::time::{delay_queue, DelayQueue};
 
 pub use handle::{AdmitError, HubEvent, HubGone, HubHandle, HubStats};
 
-use crate::config::{ClientCapabilityPolicy, Config};
+use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
@@ -52,6 +52,8 @@ pub struct HubSettings {
     pub max_subscriptions_per_client: usize,
     pub max_pending_per_client: usize,
     pub request_timeout: Duration,
+    /// Progress restarts `request_timeout`, never past this long after the send.
+    pub request_max_total: Duration,
     pub cache_entries: usize,
     pub cache_bytes: usize,
 }
@@ -65,6 +67,11 @@ impl HubSettings {
             max_subscriptions_per_client: c.limits.max_subscriptions_per_client,
             max_pending_per_client: c.limits.max_pending_per_client,
             request_timeout: Duration::from_millis(c.limits.request_timeout_ms),
+            request_max_total: Duration::from_millis(
+                c.limits
+                    .request_max_total_ms
+                    .max(c.limits.request_timeout_ms),
+            ),
             cache_entries: c.cache.max_entries,
             cache_bytes: c.cache.max_bytes,
         }
@@ -81,6 +88,12 @@ pub struct UpstreamSlot {
     pub prefix: Option<String>,
     /// URI prefixes routed to it (`servers.NAME.uri_prefixes`).
     pub uri_prefixes: Vec<String>,
+    /// Where its messages that belong to no client request go
+    /// (`servers.NAME.unrelated_messages`).
+    pub unrelated: UnrelatedPolicy,
+    /// mcpmux declared `roots` to it (`servers.NAME.client_capabilities`), so a
+    /// client's `notifications/roots/list_changed` is passed on.
+    pub declares_roots: bool,
     /// Capabilities from its last successful `initialize` (kept while it is down, so
     /// requests for it get "not available" rather than "unknown").
     pub(crate) last_caps: serde_json::Value,
@@ -125,6 +138,13 @@ struct ClientInit {
     capabilities: serde_json::Value,
 }
 
+/// A request's deadline timer and the latest it may be pushed back to.
+#[derive(Debug)]
+struct RequestTimer {
+    key: delay_queue::Key,
+    limit: Instant,
+}
+
 #[derive(Debug)]
 enum Timer {
     Request(ProxyId),
@@ -143,11 +163,15 @@ pub struct Hub {
     /// Client list requests being assembled from several upstreams.
     lists: HashMap<u64, lists::ListAgg>,
     next_list: u64,
+    /// URL-mode elicitations routed to a client, by (upstream, elicitationId), so that
+    /// the server's `notifications/elicitation/complete` reaches the same client.
+    elicitations: HashMap<(UpstreamId, String), ClientId>,
     /// `logging/setLevel` per client, and the level last set upstream.
     log_levels: HashMap<ClientId, u8>,
     upstream_log_level: Option<u8>,
-    /// Request deadlines, by proxy id, so answered requests can drop their timer.
-    request_timers: HashMap<ProxyId, delay_queue::Key>,
+    /// Request deadlines, by proxy id, so answered requests can drop their timer and
+    /// progress can push it back (never past the request's total limit).
+    request_timers: HashMap<ProxyId, RequestTimer>,
     timers: DelayQueue<Timer>,
     /// `initialize` requests waiting for the first start of every upstream.
     deferred_inits: Vec<(ClientId, Message)>,
@@ -174,6 +198,7 @@ impl Hub {
             ),
             lists: HashMap::new(),
             next_list: 0,
+            elicitations: HashMap::new(),
             log_levels: HashMap::new(),
             upstream_log_level: None,
             settings,
@@ -237,8 +262,11 @@ impl Hub {
         let now = Instant::now().into_std();
         match t {
             Timer::Request(pid) => {
-                self.request_timers.remove(&pid);
-                self.request_timed_out(pid);
+                let limit_reached = self
+                    .request_timers
+                    .remove(&pid)
+                    .is_some_and(|t| Instant::now() >= t.limit);
+                self.request_timed_out(pid, limit_reached);
             }
             Timer::Linger(key) => {
                 let effects = self.subs.linger_expired(&key, now);
@@ -281,6 +309,7 @@ impl Hub {
         self.deferred_inits.retain(|(c, _)| *c != client);
         self.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.retain(|_, agg| agg.client != client);
+        self.elicitations.retain(|_, c| *c != client);
         if self.log_levels.remove(&client).is_some() {
             self.sync_log_level();
         }

@@ -61,12 +61,13 @@ impl Hub {
         match self.route_uri(uri) {
             Some((upstream, own)) => Some(SubKey::new(upstream, &own)),
             None => {
-                self.reply_error(
-                    client,
-                    id,
-                    code::INVALID_PARAMS,
-                    &format!("no upstream serves {uri}"),
+                let m = Message::error_response(
+                    Some(id),
+                    code::RESOURCE_NOT_FOUND,
+                    &format!("Resource not found: no upstream serves {uri}"),
+                    Some(serde_json::json!({ "uri": uri })),
                 );
+                self.push_response(client, id, m);
                 None
             }
         }
@@ -104,8 +105,19 @@ impl Hub {
                     format!("{method} needs params.{} (string)", path.join(".")),
                 )
             })?;
-            self.route_uri(uri)
-                .ok_or_else(|| (code::INVALID_PARAMS, format!("no upstream serves {uri}")))
+            // A URI nobody serves is "resource not found" where the method reads one,
+            // and a bad argument where it is only a reference (completion).
+            let not_found = if path == ["uri"] {
+                code::RESOURCE_NOT_FOUND
+            } else {
+                code::INVALID_PARAMS
+            };
+            self.route_uri(uri).ok_or_else(|| {
+                (
+                    not_found,
+                    format!("Resource not found: no upstream serves {uri}"),
+                )
+            })
         };
         let (upstream, path, own): (UpstreamId, &[&str], String) =
             match method.as_str() {

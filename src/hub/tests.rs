@@ -28,6 +28,7 @@ fn settings() -> HubSettings {
         max_subscriptions_per_client: 10,
         max_pending_per_client: 10,
         request_timeout: Duration::from_secs(60),
+        request_max_total: Duration::from_secs(600),
         cache_entries: 100,
         cache_bytes: 1 << 20,
     }
@@ -50,6 +51,8 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
                 force_subscribe: false,
                 prefix,
                 uri_prefixes: vec![],
+                unrelated: Default::default(),
+                declares_roots: true,
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,
                 was_ready: false,
@@ -146,7 +149,10 @@ impl Rig {
 
     async fn inject(&self, m: Message) {
         self.hub
-            .upstream_event(UpstreamId(0), UpstreamEvent::Message(m))
+            .upstream_event(
+                UpstreamId(0),
+                UpstreamEvent::Message(m, crate::upstream::Related::Unknown),
+            )
             .await
             .unwrap();
     }
@@ -637,7 +643,15 @@ async fn unroutable_server_request_is_refused_with_a_reason() {
         .await;
     let up = r.upstream_msgs().await;
     assert!(up[0].is_error());
-    assert!(up[0].error().unwrap().get().contains("no client"));
+    assert!(
+        up[0]
+            .error()
+            .unwrap()
+            .get()
+            .contains("cannot tell which client"),
+        "{:?}",
+        up[0]
+    );
 }
 
 #[tokio::test]

@@ -21,12 +21,50 @@ pub mod code {
     pub const METHOD_NOT_FOUND: i64 = -32601;
     pub const INVALID_PARAMS: i64 = -32602;
     pub const INTERNAL_ERROR: i64 = -32603;
+    /// Resource not found (legacy era; 2026-07-28 uses -32602).
+    pub const RESOURCE_NOT_FOUND: i64 = -32002;
     /// Implementation-defined: the upstream that would serve this is not available.
     pub const UPSTREAM_UNAVAILABLE: i64 = -32000;
     /// Implementation-defined (matches the TS SDK's RequestTimeout).
     pub const REQUEST_TIMEOUT: i64 = -32001;
     /// Implementation-defined: a configured limit was hit.
     pub const LIMIT_EXCEEDED: i64 = -32005;
+}
+
+/// The deepest nesting of arrays and objects mcpmux (and serde_json, by default)
+/// reads.
+pub const MAX_NESTING: usize = 128;
+
+/// Whether the (valid) JSON text nests arrays and objects deeper than `max`. A plain
+/// scan, no allocation: raw members are kept unparsed, so their depth is not otherwise
+/// checked.
+pub fn nests_deeper_than(json: &str, max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in json.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }
 
 /// What kind of JSON-RPC message this is, decided once at parse time.
@@ -397,6 +435,18 @@ fn json_string(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nesting_depth_is_counted_outside_strings() {
+        let deep = |n: usize| format!("{{\"a\":{}1{}}}", "[".repeat(n), "]".repeat(n));
+        assert!(
+            !nests_deeper_than(&deep(127), MAX_NESTING),
+            "128 levels with the object"
+        );
+        assert!(nests_deeper_than(&deep(128), MAX_NESTING));
+        let in_string = format!("{{\"a\":\"{}\\\"{}\"}}", "[".repeat(500), "{".repeat(500));
+        assert!(!nests_deeper_than(&in_string, 2));
+    }
 
     #[test]
     fn request_keeps_unknown_members_and_order() {

@@ -5,7 +5,9 @@ pub mod codec;
 pub mod message;
 pub mod methods;
 
-pub use message::{code, Incoming, Kind, Message, ParseError, RawId};
+pub use message::{
+    code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,
+};
 
 /// Protocol versions of the handshake era that mcpmux speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -1,6 +1,6 @@
 //! Pure rules for the handshake with a client: which capabilities mcpmux declares
 //! (the merge of what the upstreams offer) and whether a client has negotiated
-//! resource subscriptions (DESIGN.md "Capability gating").
+//! resource subscriptions (docs/architecture.md, "Capability gating").
 
 use serde_json::{json, Map, Value};
 
@@ -22,26 +22,20 @@ impl UpstreamOffer<'_> {
 }
 
 /// The `capabilities` mcpmux declares to clients.
+///
+/// `tools`, `prompts` and `resources` are always declared with `listChanged: true`:
+/// mcpmux itself emits `list_changed` when an upstream starts, restarts or goes down,
+/// so a client must be ready for it whatever the upstreams declare, and an upstream
+/// that is down now (or lazy, or added later) may serve them soon.
 pub fn merged_capabilities<'a>(offers: impl IntoIterator<Item = UpstreamOffer<'a>>) -> Value {
     let mut caps = Map::new();
-    let list_changed = |caps: &mut Map<String, Value>, name: &str, v: &Value| {
-        if v.is_object() {
-            let entry = caps.entry(name).or_insert_with(|| json!({}));
-            if v["listChanged"].as_bool() == Some(true) {
-                entry["listChanged"] = json!(true);
-            }
-        }
-    };
+    for kind in ["tools", "prompts", "resources"] {
+        caps.insert(kind.to_owned(), json!({"listChanged": true}));
+    }
     for o in offers {
         let c = o.capabilities;
-        list_changed(&mut caps, "tools", &c["tools"]);
-        list_changed(&mut caps, "prompts", &c["prompts"]);
-        if c["resources"].is_object() || o.force_subscribe {
-            list_changed(&mut caps, "resources", &c["resources"]);
-            let entry = caps.entry("resources").or_insert_with(|| json!({}));
-            if o.subscribable() {
-                entry["subscribe"] = json!(true);
-            }
+        if o.subscribable() {
+            caps["resources"]["subscribe"] = json!(true);
         }
         for plain in ["logging", "completions"] {
             if c[plain].is_object() {
@@ -100,6 +94,8 @@ mod tests {
         }]);
         assert!(!declares_subscribe(&only_a));
         assert_eq!(only_a["tools"]["listChanged"], json!(true));
+        // Declared whatever the upstreams say: mcpmux emits list_changed itself.
+        assert_eq!(only_a["prompts"]["listChanged"], json!(true));
         let both = merged_capabilities([
             UpstreamOffer {
                 capabilities: &a,
@@ -113,7 +109,7 @@ mod tests {
         assert!(declares_subscribe(&both));
         assert_eq!(both["resources"]["listChanged"], json!(true));
         assert!(both["logging"].is_object());
-        assert!(both.get("prompts").is_none());
+        assert!(both.get("completions").is_none());
     }
 
     #[test]

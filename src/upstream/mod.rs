@@ -6,17 +6,32 @@
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
-use crate::protocol::Message;
+use crate::protocol::{Message, RawId};
 
 /// What an upstream actor tells the hub.
 #[derive(Debug)]
 pub enum UpstreamEvent {
     /// The handshake completed; the upstream takes requests now.
     Ready(InitInfo),
-    /// Any message the upstream sent after the handshake.
-    Message(Message),
+    /// Any message the upstream sent after the handshake, with what the transport
+    /// knows about the request it belongs to.
+    Message(Message, Related),
     /// The transport died or the handshake failed. Everything in flight is lost.
     Down { reason: String, retrying: bool },
+}
+
+/// Which of mcpmux's own upstream requests a message from the upstream belongs to, as
+/// far as the transport can tell (docs/architecture.md, "Server messages and their
+/// clients"). The hub turns the request into the client that made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Related {
+    /// It arrived on the response stream of the request mcpmux sent with this id
+    /// (a Streamable HTTP POST's SSE answer): it belongs to that request.
+    Request(RawId),
+    /// The transport says it belongs to no request (the Streamable HTTP GET stream).
+    Nothing,
+    /// The transport cannot tell (stdio carries no association).
+    Unknown,
 }
 
 /// The parts of the upstream's `InitializeResult` the proxy uses.
@@ -51,6 +66,17 @@ impl InitInfo {
             instructions: result["instructions"].as_str().map(str::to_owned),
         })
     }
+}
+
+/// The params of mcpmux's `initialize` to a server: the latest legacy version, and as
+/// client capabilities the server→client requests mcpmux can route to its clients
+/// (`servers.NAME.client_capabilities`).
+pub(crate) fn initialize_params(config: &ServerConfig) -> serde_json::Value {
+    serde_json::json!({
+        "protocolVersion": crate::protocol::LATEST_VERSION,
+        "capabilities": crate::config::ClientCapability::declared(&config.client_capabilities),
+        "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
+    })
 }
 
 /// Consecutive failed sessions of one upstream: drives the backoff and the decision
@@ -106,7 +132,7 @@ impl Supervisor<'_> {
         for m in orphans {
             if self
                 .hub
-                .upstream_event(self.id, UpstreamEvent::Message(m))
+                .upstream_event(self.id, UpstreamEvent::Message(m, Related::Nothing))
                 .await
                 .is_err()
             {

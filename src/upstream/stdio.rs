@@ -18,11 +18,11 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent};
+use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
 use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::{methods, Kind, Message, RawId, LATEST_VERSION};
+use crate::protocol::{methods, Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
 
 /// How long a server gets to exit after its stdin closes, before it is killed.
@@ -164,7 +164,10 @@ impl StdioUpstream {
                             if let Some(msg) = parse_line(name, &line) {
                                 if self
                                     .hub
-                                    .upstream_event(self.id, UpstreamEvent::Message(msg))
+                                    .upstream_event(
+                                        self.id,
+                                        UpstreamEvent::Message(msg, Related::Unknown),
+                                    )
                                     .await
                                     .is_err()
                                 {
@@ -209,11 +212,7 @@ impl StdioUpstream {
         reader: &mut FramedRead<ChildStdout, JsonLines>,
     ) -> Result<InitInfo, String> {
         let init_id = RawId::parse(INIT_ID).expect("valid id");
-        let params = json!({
-            "protocolVersion": LATEST_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
-        });
+        let params = super::initialize_params(&self.config);
         let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
         writer
             .send(req.to_bytes())
@@ -253,7 +252,8 @@ impl StdioUpstream {
         }
     }
 
-    /// Stops the child: close stdin, wait up to [`STOP_GRACE`], then kill and reap.
+    /// Stops the child as the spec asks: close stdin and wait up to [`STOP_GRACE`];
+    /// then SIGTERM (unix) and wait as long again; then kill and reap.
     async fn stop(
         &self,
         mut child: Child,
@@ -261,13 +261,23 @@ impl StdioUpstream {
         end: SessionEnd,
     ) -> SessionEnd {
         drop(writer);
-        match tokio::time::timeout(STOP_GRACE, child.wait()).await {
-            Ok(_) => {}
-            Err(_) => {
-                tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; killing it");
-                let _ = child.kill().await;
+        if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+            return end;
+        }
+        #[cfg(unix)]
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+            tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; sending SIGTERM");
+            // SAFETY: kill(2) with a pid this actor spawned and has not reaped yet
+            // (`wait` has not returned), so it cannot name another process.
+            unsafe {
+                libc::kill(pid, libc::SIGTERM);
+            }
+            if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+                return end;
             }
         }
+        tracing::debug!(upstream = %self.config.name, "server did not exit; killing it");
+        let _ = child.kill().await;
         end
     }
 }

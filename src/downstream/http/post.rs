@@ -290,7 +290,7 @@ async fn collect(mut rx: mpsc::Receiver<Bytes>, ids: &[RawId]) -> Vec<Bytes> {
             Message::error_response(
                 Some(id),
                 code::INTERNAL_ERROR,
-                "the session ended before a response was sent",
+                "no response: the request was cancelled or the session ended",
                 None,
             )
             .to_bytes(),

@@ -13,6 +13,9 @@
 //!   always, notifications and server requests only when the POST answers as SSE;
 //! - a response whose POST is gone (client disconnected) → dropped with a debug log
 //!   (a disconnect is not a cancellation);
+//! - a release (the client cancelled that request) → the POST stops waiting for it
+//!   and ends when nothing else is expected (an SSE stream just ends; a JSON POST gets
+//!   the synthesized "no response" error);
 //! - everything else → the GET stream, framed with `id: N` into the bounded replay
 //!   buffer; delivered when a GET stream is attached (a new GET receives what no stream
 //!   has received yet, or, with `Last-Event-ID`, everything held after that id).
@@ -327,6 +330,10 @@ impl Actor {
     }
 
     fn route(&mut self, out: &Outbound) -> Routed {
+        if out.kind == OutKind::Release {
+            self.release(out.related.as_ref());
+            return Routed::Done;
+        }
         let is_response = out.kind == OutKind::Response;
         let key = out
             .related
@@ -373,6 +380,21 @@ impl Actor {
             self.onto_get_stream(out);
         }
         Routed::Done
+    }
+
+    /// The client cancelled request `id`: stop waiting for its response, and end its
+    /// POST once nothing else is expected there.
+    fn release(&mut self, id: Option<&RawId>) {
+        let Some(key) = id.and_then(|id| self.by_id.remove(id)) else {
+            return;
+        };
+        if let Some(post) = self.posts.get_mut(&key) {
+            post.remaining -= 1;
+            if post.remaining == 0 {
+                self.posts.remove(&key);
+                self.last_activity = Instant::now();
+            }
+        }
     }
 
     fn onto_get_stream(&mut self, out: &Outbound) {

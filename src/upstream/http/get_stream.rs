@@ -3,9 +3,9 @@
 //!
 //! Exactly one is open per session at any time: it is opened after `Ready`, reopened
 //! with `Last-Event-ID` when it drops (with backoff, or the server's `retry:` hint),
-//! and never again once the server answers 405 (it offers none). A 404, or a 400 when
-//! a session id was sent, means the session is gone: reported as
-//! [`Signal::Expired`]. The task lives exactly as long as its session (the session
+//! and never again once the server answers 405 (it offers none). A 404 means the
+//! session is gone: reported as [`Signal::Expired`]; a 400 makes the session check
+//! itself ([`Signal::Suspect`]). The task lives exactly as long as its session (the session
 //! aborts it). Never interprets a message; forwards every one to the hub.
 
 use std::sync::Arc;
@@ -21,7 +21,7 @@ use super::wire::{self, BodyKind, SessionCtx};
 use crate::config::RestartConfig;
 use crate::hub::HubHandle;
 use crate::state::ids::UpstreamId;
-use crate::upstream::{backoff, UpstreamEvent};
+use crate::upstream::{backoff, Related, UpstreamEvent};
 
 /// Everything the GET stream task needs.
 pub(super) struct GetStream {
@@ -49,6 +49,11 @@ impl GetStream {
                     if status == StatusCode::METHOD_NOT_ALLOWED {
                         tracing::debug!(upstream = %name, "server offers no GET stream (405)");
                         return;
+                    }
+                    if self.ctx.is_suspect(status) {
+                        // Maybe the session is gone (some servers say 400): let the
+                        // session check, and keep trying meanwhile.
+                        let _ = self.signals.try_send(Signal::Suspect);
                     }
                     if self.ctx.is_expired(status) {
                         let reason = format!("session expired (HTTP {})", status.as_u16());
@@ -85,7 +90,10 @@ impl GetStream {
                             for m in wire::parse_data(&ev.data, name) {
                                 if self
                                     .hub
-                                    .upstream_event(self.upstream, UpstreamEvent::Message(m))
+                                    .upstream_event(
+                                        self.upstream,
+                                        UpstreamEvent::Message(m, Related::Nothing),
+                                    )
                                     .await
                                     .is_err()
                                 {

@@ -8,10 +8,9 @@
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderValue;
-use serde_json::json;
 
 use super::wire::{self, BodyKind, Endpoint, SessionCtx};
-use crate::protocol::{methods, Kind, Message, RawId, LATEST_VERSION};
+use crate::protocol::{methods, Kind, Message, RawId};
 use crate::upstream::InitInfo;
 
 /// The id of the proxy's own `initialize` request on each upstream session.
@@ -23,14 +22,12 @@ const INIT_ID: &str = "\"mcpmux-initialize\"";
 /// A connection failure, a non-2xx status, a refused `initialize`, a body without
 /// the answer, or a non-2xx answer to `notifications/initialized`; the text is the
 /// `Down` reason.
-pub(super) async fn handshake(endpoint: &Endpoint) -> Result<(SessionCtx, InitInfo), String> {
+pub(super) async fn handshake(
+    endpoint: &Endpoint,
+    params: &serde_json::Value,
+) -> Result<(SessionCtx, InitInfo), String> {
     let init_id = RawId::parse(INIT_ID).expect("valid id");
-    let params = json!({
-        "protocolVersion": LATEST_VERSION,
-        "capabilities": {},
-        "clientInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
-    });
-    let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
+    let req = Message::request(&init_id, methods::INITIALIZE, Some(params));
     let fresh = SessionCtx {
         endpoint: endpoint.clone(),
         session_id: None,

@@ -11,7 +11,9 @@
 //! Session lifecycle, as the hub sees it through [`UpstreamEvent`]:
 //! - `initialize` POSTed (answer as JSON or SSE), `notifications/initialized` POSTed,
 //!   then `Ready`, then the GET stream is opened (405 tolerated).
-//! - Expiry (404, or 400 while a session id was sent, on any POST or the GET stream):
+//! - Expiry (404 while a session id was sent, on any POST or the GET stream; or a 400
+//!   followed by a 400/404 answer to the session's own `ping` probe — a 400 alone is
+//!   taken to be about the one request, see `post.rs`):
 //!   `Down { "session expired (HTTP 404)", retrying: true }`, then the synthesized
 //!   error for the request that found out (the hub already failed it, so it finds
 //!   nothing), then a fresh handshake without a session id and `Ready` again. The
@@ -146,7 +148,8 @@ impl HttpUpstream {
         rx: &mut mpsc::Receiver<UpstreamCmd>,
     ) -> SessionEnd {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
-        let handshake = tokio::time::timeout(init_timeout, handshake::handshake(endpoint));
+        let params = super::initialize_params(&self.config);
+        let handshake = tokio::time::timeout(init_timeout, handshake::handshake(endpoint, &params));
         let (ctx, info) = tokio::select! {
             r = handshake => match r {
                 Ok(Ok(done)) => done,
@@ -179,6 +182,7 @@ impl HttpUpstream {
             signals: signals.clone(),
         };
         let _get = AbortOnDrop(tokio::spawn(get.run()));
+        let mut probe: Option<AbortOnDrop> = None;
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         // Dropping the set aborts what is still in flight for this session.
         let mut posts = JoinSet::new();
@@ -197,13 +201,19 @@ impl HttpUpstream {
             let permit = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
-                Some(sig) = signal_rx.recv() => break expired(sig, &mut signal_rx),
+                Some(sig) = signal_rx.recv() => match on_signal(sig, &mut signal_rx, &mut probe, &ctx, &signals) {
+                    Some(end) => break end,
+                    None => continue,
+                },
                 p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
             };
             let cmd = tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
-                Some(sig) = signal_rx.recv() => break expired(sig, &mut signal_rx),
+                Some(sig) = signal_rx.recv() => match on_signal(sig, &mut signal_rx, &mut probe, &ctx, &signals) {
+                    Some(end) => break end,
+                    None => continue,
+                },
                 cmd = rx.recv() => cmd,
             };
             match cmd {
@@ -250,14 +260,56 @@ impl HttpUpstream {
     }
 }
 
-/// The session end for an expiry, with every orphan already reported.
-fn expired(first: Signal, more: &mut mpsc::Receiver<Signal>) -> SessionEnd {
-    let Signal::Expired { reason, orphan } = first;
+/// What a signal from the session's tasks means: an expiry ends the session (with
+/// every orphan already reported); a suspicion starts a probe unless one runs.
+fn on_signal(
+    sig: Signal,
+    more: &mut mpsc::Receiver<Signal>,
+    probe: &mut Option<AbortOnDrop>,
+    ctx: &Arc<SessionCtx>,
+    signals: &mpsc::Sender<Signal>,
+) -> Option<SessionEnd> {
+    let Signal::Expired { reason, orphan } = sig else {
+        if probe.as_ref().is_none_or(|p| p.0.is_finished()) {
+            *probe = Some(AbortOnDrop(tokio::spawn(probe_session(
+                ctx.clone(),
+                signals.clone(),
+            ))));
+        }
+        return None;
+    };
     let mut orphans: Vec<Message> = orphan.into_iter().collect();
-    while let Ok(Signal::Expired { orphan, .. }) = more.try_recv() {
-        orphans.extend(orphan);
+    while let Ok(sig) = more.try_recv() {
+        if let Signal::Expired { orphan, .. } = sig {
+            orphans.extend(orphan);
+        }
     }
-    SessionEnd::Expired { reason, orphans }
+    Some(SessionEnd::Expired { reason, orphans })
+}
+
+/// Asks the server whether the session still exists with a `ping` of its own; a 404
+/// or another 400 means it does not. Any other answer (even a failure to connect)
+/// leaves the session alone: only the request that got the 400 failed.
+async fn probe_session(ctx: Arc<SessionCtx>, signals: mpsc::Sender<Signal>) {
+    let ping = Message::request(
+        &crate::protocol::RawId::parse("\"mcpmux-probe\"").expect("valid id"),
+        crate::protocol::methods::PING,
+        None,
+    );
+    let Ok(resp) = ctx.post(ping.to_bytes()).send().await else {
+        return;
+    };
+    let status = resp.status();
+    if ctx.is_expired(status) || ctx.is_suspect(status) {
+        tracing::info!(upstream = %ctx.endpoint.name, %status, "upstream session expired (its ping probe was refused)");
+        let reason = format!("session expired (HTTP {} to a ping)", status.as_u16());
+        let _ = signals
+            .send(Signal::Expired {
+                reason,
+                orphan: None,
+            })
+            .await;
+    }
 }
 
 /// Aborts a task when the session that owns it ends.

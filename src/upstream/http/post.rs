@@ -2,14 +2,31 @@
 //! never blocks another (the session bounds how many run at once).
 //!
 //! Forwards every message of the answer (JSON, a JSON batch, or SSE events as they
-//! arrive) to the hub. When the HTTP exchange fails for a *request*, answers it with a
-//! synthesized JSON-RPC error so the client is never left hanging; failures of
-//! notifications and responses are only logged. A 404 (or 400) on a request carrying a
-//! session id is reported to the session as [`Signal::Expired`] instead, with the
-//! synthesized error attached so the actor can deliver it after `Down`.
+//! arrive) to the hub, tagged with the request whose stream carried it
+//! ([`Related::Request`]): that is how a server→client request, a progress or a log
+//! message finds the one client it belongs to. When the HTTP exchange fails for a
+//! *request*, answers it with a synthesized JSON-RPC error so the client is never left
+//! hanging; failures of notifications and responses are only logged.
+//!
+//! Status rules:
+//! - 404 on a request carrying a session id: the session is gone (the spec's only
+//!   signal for that), reported as [`Signal::Expired`] with the synthesized error
+//!   attached so the actor can deliver it after `Down`.
+//! - 400 with a session id: about *this* request (bad params, say) unless proven
+//!   otherwise. The request gets the server's error; the session is asked to check
+//!   itself with a ping ([`Signal::Suspect`]), because some servers (server-everything)
+//!   answer a forgotten session with 400 instead of 404.
+//!
+//! Resumption (SEP-1699, 2025-11-25): when a POST's SSE stream ends before the answer
+//! after the server gave an event id, the stream is resumed with `GET` +
+//! `Last-Event-ID` after the server's `retry:` delay (default [`RESUME_DELAY`]), as often
+//! as each resumption delivers something new, at most [`MAX_IDLE_RESUMES`] times in a row
+//! without a new event.
+//!
 //! Never interprets a message beyond reading its id and kind.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -20,17 +37,26 @@ use super::wire::{self, BodyKind, SessionCtx};
 use crate::hub::HubHandle;
 use crate::protocol::{Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
-use crate::upstream::UpstreamEvent;
+use crate::upstream::{Related, UpstreamEvent};
+
+/// Wait before resuming a POST stream the server closed early without a `retry:` hint.
+pub const RESUME_DELAY: Duration = Duration::from_millis(1000);
+
+/// Resumptions in a row that deliver no new event before the request is failed.
+pub const MAX_IDLE_RESUMES: u32 = 5;
 
 /// What a session's tasks tell the session loop.
 #[derive(Debug)]
 pub(super) enum Signal {
-    /// The server answered a request of this session with 404 (or 400): the session is
-    /// gone. `orphan` answers the request that found out, if it was a request.
+    /// The server answered a request of this session with 404: the session is gone.
+    /// `orphan` answers the request that found out, if it was a request.
     Expired {
         reason: String,
         orphan: Option<Message>,
     },
+    /// The server answered 400 on this session: maybe about one request, maybe about
+    /// the session. The session checks with a ping.
+    Suspect,
 }
 
 /// Everything one POST task needs.
@@ -61,6 +87,15 @@ impl Post {
             }
         };
         let status = resp.status();
+        if self.ctx.is_suspect(status) {
+            // Only 404 means the session is gone: fail this request with what the
+            // server said, and let the session check itself.
+            let _ = self.signals.try_send(Signal::Suspect);
+            let what = error_body(resp, self.ctx.endpoint.max_message).await;
+            return self
+                .fail(request_id.as_ref(), method.as_deref(), &what)
+                .await;
+        }
         if self.ctx.is_expired(status) {
             let reason = format!("session expired (HTTP {})", status.as_u16());
             let orphan = request_id
@@ -74,7 +109,7 @@ impl Post {
             {
                 // The session already ended; the hub failed the request on `Down`,
                 // so this only finds nothing there.
-                self.forward(orphan).await;
+                self.forward(orphan, Related::Nothing).await;
             }
             return;
         }
@@ -105,7 +140,7 @@ impl Post {
                 let mut answered = false;
                 for m in msgs {
                     answered |= is_answer(&m, request_id.as_ref());
-                    if !self.forward(m).await {
+                    if !self.forward(m, related(request_id.as_ref())).await {
                         return;
                     }
                 }
@@ -120,7 +155,9 @@ impl Post {
     }
 
     /// Forwards each SSE event as it arrives, until the response to `request_id`
-    /// (the server SHOULD end the stream there; we stop reading either way).
+    /// (the server SHOULD end the stream there; we stop reading either way). A stream
+    /// that ends early is resumed with `GET` + `Last-Event-ID` when the server gave an
+    /// event id (SEP-1699).
     async fn stream(
         &self,
         resp: reqwest::Response,
@@ -128,27 +165,56 @@ impl Post {
         method: Option<String>,
     ) {
         let name = &self.ctx.endpoint.name;
+        let tag = related(request_id.as_ref());
         let mut events = wire::sse_events(resp, self.ctx.endpoint.max_message);
-        let mut answered = false;
-        let mut failure = None;
-        while let Some(ev) = events.next().await {
-            let ev = match ev {
-                Ok(ev) => ev,
-                Err(e) => {
-                    failure = Some(e);
-                    break;
+        let mut last_event_id: Option<String> = None;
+        let mut retry: Option<Duration> = None;
+        let mut idle_resumes = 0;
+        let failure = loop {
+            let mut failure = None;
+            let mut fresh = false;
+            while let Some(ev) = events.next().await {
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                };
+                fresh = true;
+                if !ev.id.is_empty() {
+                    last_event_id = Some(ev.id.clone());
                 }
-            };
-            for m in wire::parse_data(&ev.data, name) {
-                answered |= is_answer(&m, request_id.as_ref());
-                if !self.forward(m).await {
+                if ev.retry.is_some() {
+                    retry = ev.retry;
+                }
+                let mut answered = false;
+                for m in wire::parse_data(&ev.data, name) {
+                    answered |= is_answer(&m, request_id.as_ref());
+                    if !self.forward(m, tag.clone()).await {
+                        return;
+                    }
+                }
+                if answered {
                     return;
                 }
             }
-            if answered {
-                return;
+            idle_resumes = if fresh { 0 } else { idle_resumes + 1 };
+            let Some(last) = last_event_id.as_deref().filter(|_| request_id.is_some()) else {
+                break failure;
+            };
+            if idle_resumes >= MAX_IDLE_RESUMES {
+                break Some(format!(
+                    "{idle_resumes} resumptions in a row brought nothing new"
+                ));
             }
-        }
+            tokio::time::sleep(retry.unwrap_or(RESUME_DELAY)).await;
+            tracing::debug!(upstream = %name, ?method, last_event_id = last, "resuming a POST stream the server closed early");
+            match self.resume(last).await {
+                Ok(next) => events = next,
+                Err(e) => break Some(e),
+            }
+        };
         if request_id.is_some() {
             let what = match failure {
                 Some(e) => format!("response stream failed before the answer: {e}"),
@@ -161,13 +227,36 @@ impl Post {
         }
     }
 
+    /// Reopens a POST's stream after `last_event_id` (SEP-1699: always with GET).
+    async fn resume(&self, last_event_id: &str) -> Result<wire::Events, String> {
+        let resp = self
+            .ctx
+            .get(Some(last_event_id))
+            .send()
+            .await
+            .map_err(|e| format!("resuming the stream failed: {}", error_chain(&e)))?;
+        let status = resp.status();
+        if self.ctx.is_expired(status) {
+            let _ = self.signals.try_send(Signal::Suspect);
+        }
+        match wire::body_kind(&resp) {
+            BodyKind::Sse if status.is_success() => {
+                Ok(wire::sse_events(resp, self.ctx.endpoint.max_message))
+            }
+            kind => Err(format!(
+                "resuming the stream got HTTP {status} ({kind:?}) instead of an event stream"
+            )),
+        }
+    }
+
     /// Answers a failed request with a synthesized error; logs other failures.
     async fn fail(&self, request_id: Option<&RawId>, method: Option<&str>, what: &str) {
         let name = &self.ctx.endpoint.name;
         match request_id {
             Some(id) => {
                 tracing::warn!(upstream = %name, ?method, error = %what, "upstream request failed; answering it with an error");
-                self.forward(self.ctx.synthesized_error(id, what)).await;
+                self.forward(self.ctx.synthesized_error(id, what), Related::Nothing)
+                    .await;
             }
             None => {
                 tracing::warn!(upstream = %name, ?method, error = %what, "upstream message not delivered");
@@ -176,11 +265,32 @@ impl Post {
     }
 
     /// `false` when the hub has stopped.
-    async fn forward(&self, m: Message) -> bool {
+    async fn forward(&self, m: Message, related: Related) -> bool {
         self.hub
-            .upstream_event(self.upstream, UpstreamEvent::Message(m))
+            .upstream_event(self.upstream, UpstreamEvent::Message(m, related))
             .await
             .is_ok()
+    }
+}
+
+/// What the messages on the answer to `request_id` belong to.
+fn related(request_id: Option<&RawId>) -> Related {
+    request_id.map_or(Related::Nothing, |id| Related::Request(id.clone()))
+}
+
+/// The error a 400 answer carries: the JSON-RPC error's message when the body is one
+/// (its `id` is usually null, so it is read as plain JSON), else the status. Bounded
+/// like every body.
+async fn error_body(resp: reqwest::Response, max: usize) -> String {
+    let status = resp.status();
+    let detail = wire::read_bounded(resp, max)
+        .await
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["error"]["message"].as_str().map(str::to_owned));
+    match detail {
+        Some(d) => format!("HTTP {status}: {d}"),
+        None => format!("HTTP {status}"),
     }
 }
 

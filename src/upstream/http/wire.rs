@@ -122,12 +122,18 @@ impl SessionCtx {
         self.request(Method::DELETE)
     }
 
-    /// Whether `status` on a request of this session means the server forgot it: 404
-    /// (the spec), or 400 (server-everything's answer to an unknown session). Only when
-    /// a session id was sent; without one these are plain failures.
+    /// Whether `status` on a request of this session means the server forgot it: 404,
+    /// the spec's only signal for that. Only when a session id was sent; without one
+    /// it is a plain failure.
     pub fn is_expired(&self, status: StatusCode) -> bool {
-        self.session_id.is_some()
-            && (status == StatusCode::NOT_FOUND || status == StatusCode::BAD_REQUEST)
+        self.session_id.is_some() && status == StatusCode::NOT_FOUND
+    }
+
+    /// Whether `status` may mean the server forgot the session: a 400 while a session
+    /// id was sent. It may as well be about one bad request; the session checks with a
+    /// ping (server-everything answers an unknown session with 400).
+    pub fn is_suspect(&self, status: StatusCode) -> bool {
+        self.session_id.is_some() && status == StatusCode::BAD_REQUEST
     }
 
     /// A JSON-RPC error answering `id` on the upstream's behalf, so a client is never
@@ -176,6 +182,21 @@ pub(super) async fn read_json(
     max: usize,
     upstream: &str,
 ) -> Result<Vec<Message>, String> {
+    let body = read_bounded(resp, max).await?;
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(Vec::new());
+    }
+    match Incoming::parse(&body) {
+        Ok(incoming) => Ok(split(incoming, upstream)),
+        Err(e) => Err(format!("unreadable JSON response: {e}")),
+    }
+}
+
+/// Reads a whole body of at most `max` bytes.
+///
+/// # Errors
+/// The body is too long or the connection failed.
+pub(super) async fn read_bounded(resp: Response, max: usize) -> Result<BytesMut, String> {
     let mut body = BytesMut::new();
     let mut chunks = resp.bytes_stream();
     while let Some(chunk) = chunks.next().await {
@@ -187,13 +208,7 @@ pub(super) async fn read_json(
         }
         body.extend_from_slice(&chunk);
     }
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Vec::new());
-    }
-    match Incoming::parse(&body) {
-        Ok(incoming) => Ok(split(incoming, upstream)),
-        Err(e) => Err(format!("unreadable JSON response: {e}")),
-    }
+    Ok(body)
 }
 
 /// Parses one SSE event's `data` (a message, or a batch in 2025-03-26). Empty data

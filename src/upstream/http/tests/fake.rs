@@ -2,7 +2,12 @@
 //! request on a channel, assigns session ids `s1`, `s2`, …, answers `initialize` as
 //! JSON or SSE, serves one GET stream the test pushes events into, and can expire the
 //! session (404, or 400 like server-everything), fail the next POST, or hold a call
-//! until released. Test code only.
+//! until released. `sse-poll` closes its POST stream after a priming event and a
+//! progress event (with `retry: 10`, SEP-1699) and serves the rest — the answer — on a
+//! `GET` that names the last event in `Last-Event-ID`. `bad-params` gets a 400 with a
+//! JSON-RPC error body while the session stays alive. Test code only.
+
+use std::collections::HashMap;
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -69,6 +74,9 @@ struct Inner {
     get_feed: Option<mpsc::UnboundedSender<String>>,
     fail_next: Option<u16>,
     held: Vec<oneshot::Sender<()>>,
+    /// Events still to send on a resumed POST stream, by the last event id sent.
+    polls: HashMap<String, Vec<Value>>,
+    polls_made: u32,
     seen: mpsc::UnboundedSender<Seen>,
 }
 
@@ -89,6 +97,8 @@ impl Fake {
             get_feed: None,
             fail_next: None,
             held: Vec::new(),
+            polls: HashMap::new(),
+            polls_made: 0,
             seen,
         }));
         let app = Router::new()
@@ -214,6 +224,12 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
     }
     match *method {
         Method::GET => {
+            let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+            if let Some(rest) = resume.and_then(|id| st.polls.remove(id)) {
+                let refs: Vec<&Value> = rest.iter().collect();
+                let id = resume.expect("checked").to_owned();
+                return Plan::Reply(sse_text(&id, None, &refs, None));
+            }
             if st.script.get_405 {
                 return Plan::Reply(status(405));
             }
@@ -251,10 +267,35 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
                 }
                 "no-answer" => Plan::Reply(status(202)),
                 "sse-cut" => {
+                    // No event ids: nothing to resume.
                     let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                         "params": {"progressToken": 1, "progress": 1}});
-                    Plan::Reply(sse_response(&[&progress], None))
+                    let mut b = Response::builder().header("content-type", "text/event-stream");
+                    b = b.status(200);
+                    Plan::Reply(b.body(Body::from(format!("data: {progress}\n\n"))).unwrap())
                 }
+                "sse-poll" => {
+                    st.polls_made += 1;
+                    let stream = format!("poll{}", st.polls_made);
+                    let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                        "params": {"progressToken": 1, "progress": 1}});
+                    let last = format!("{stream}-2");
+                    st.polls.insert(last.clone(), vec![answer]);
+                    // Priming event (id, empty data), the progress, then the
+                    // connection closes before the answer.
+                    Plan::Reply(sse_text(&stream, Some(10), &[&progress], Some(&last)))
+                }
+                "bad-params" => Plan::Reply(
+                    Response::builder()
+                        .status(400)
+                        .header("content-type", "application/json")
+                        .body(Body::from(
+                            json!({"jsonrpc": "2.0", "id": null, "error":
+                                {"code": -32602, "message": "Invalid params: bad-params"}})
+                            .to_string(),
+                        ))
+                        .unwrap(),
+                ),
                 "batch" => {
                     let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
                         "params": {"level": "info", "data": "x"}});
@@ -279,6 +320,27 @@ fn json_response(v: &Value, sid: Option<&str>) -> Response {
         b = b.header("mcp-session-id", s);
     }
     b.body(Body::from(v.to_string())).unwrap()
+}
+
+/// An SSE body for a resumable stream: with `retry`, first a priming event (`id:
+/// <stream>-0`, empty data); then each event with the ids `<stream>-1`, …; `last`
+/// names the id of the final one when given.
+fn sse_text(stream: &str, retry: Option<u64>, events: &[&Value], last: Option<&str>) -> Response {
+    let mut text = String::new();
+    if let Some(ms) = retry {
+        text.push_str(&format!("id: {stream}-0\nretry: {ms}\ndata: \n\n"));
+    }
+    for (i, e) in events.iter().enumerate() {
+        let id = match last {
+            Some(l) if i + 1 == events.len() => l.to_owned(),
+            _ => format!("{stream}-r{}", i + 1),
+        };
+        text.push_str(&format!("id: {id}\ndata: {e}\n\n"));
+    }
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from(text))
+        .unwrap()
 }
 
 fn sse_response(events: &[&Value], sid: Option<&str>) -> Response {

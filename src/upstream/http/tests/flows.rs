@@ -6,6 +6,7 @@ use serde_json::json;
 use super::fake::Script;
 use super::{echo_of, error_text, Harness, CONFIGURED};
 use crate::protocol::{code, Kind, RawId, LATEST_VERSION};
+use crate::upstream::{Related, UpstreamEvent};
 
 #[tokio::test]
 async fn json_handshake_sends_headers_and_opens_one_get_stream() {
@@ -204,4 +205,55 @@ async fn get_405_is_tolerated_and_not_retried() {
         seen.iter().all(|s| s.method != Method::GET),
         "GET retried after 405: {seen:?}"
     );
+}
+
+#[tokio::test]
+async fn a_post_stream_closed_early_is_resumed_with_get_and_last_event_id() {
+    // SEP-1699: priming event, progress, `retry: 10`, connection closed; the answer
+    // comes on a GET that names the last event seen.
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.get_opened().await;
+    h.send(r#"{"jsonrpc":"2.0","id":7,"method":"sse-poll"}"#);
+    match h.event().await {
+        UpstreamEvent::Message(m, related) => {
+            assert_eq!(m.method(), Some("notifications/progress"));
+            assert_eq!(related, Related::Request(RawId::from_u64(7)));
+        }
+        other => panic!("expected the progress, got {other:?}"),
+    }
+    let resumed = h
+        .seen_until(|s| s.method == Method::GET && s.header("last-event-id").is_some())
+        .await
+        .pop()
+        .unwrap();
+    assert_eq!(resumed.header("last-event-id"), Some("poll1-2"));
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(7)));
+    assert!(m.result().is_some(), "the answer, not an error: {m:?}");
+}
+
+#[tokio::test]
+async fn a_400_fails_only_its_request_and_keeps_the_session() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.send(r#"{"jsonrpc":"2.0","id":1,"method":"bad-params"}"#);
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(1)));
+    assert!(
+        error_text(&m).contains("Invalid params"),
+        "{}",
+        error_text(&m)
+    );
+    // The session checks itself with a ping, which succeeds: no re-initialize.
+    let probe = h.seen_until(|s| s.rpc_method() == Some("ping")).await;
+    let probe = probe.last().unwrap();
+    assert_eq!(probe.header("mcp-session-id"), Some("s1"));
+    h.send(r#"{"jsonrpc":"2.0","id":2,"method":"echo"}"#);
+    // The next event is the echo's answer: no Down, no second Ready in between.
+    let m = h.message().await;
+    assert_eq!(m.id(), Some(&RawId::from_u64(2)));
+    let seen = h.seen_until(|s| s.rpc_method() == Some("echo")).await;
+    assert!(seen.iter().all(|s| s.rpc_method() != Some("initialize")));
+    assert_eq!(seen.last().unwrap().header("mcp-session-id"), Some("s1"));
 }

@@ -57,10 +57,11 @@ async fn expired_session_400_with_session_id_reinitializes() {
     .await;
     h.ready().await;
     h.fake.expire();
-    // A notification finds out too; it has no id, so nothing is synthesized.
+    // A notification finds out too; it has no id, so nothing is synthesized. A 400 is
+    // not proof of expiry: the session's own ping probe, also refused, is.
     h.send(r#"{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}"#);
     let (reason, retrying) = h.down().await;
-    assert_eq!(reason, "session expired (HTTP 400)");
+    assert_eq!(reason, "session expired (HTTP 400 to a ping)");
     assert!(retrying);
     h.ready().await;
     h.send(r#"{"jsonrpc":"2.0","id":1,"method":"echo"}"#);
@@ -203,7 +204,7 @@ async fn shutdown_flushes_queued_commands_then_deletes_session() {
     let mut answered = false;
     while let Ok(ev) = h.hub.try_recv() {
         if let crate::hub::HubEvent::Upstream {
-            event: UpstreamEvent::Message(m),
+            event: UpstreamEvent::Message(m, _),
             ..
         } = ev
         {

@@ -117,7 +117,7 @@ impl Harness {
 
     async fn message(&mut self) -> Message {
         match self.event().await {
-            UpstreamEvent::Message(m) => m,
+            UpstreamEvent::Message(m, _) => m,
             other => panic!("expected a message, got {other:?}"),
         }
     }

@@ -131,6 +131,9 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     println!("mcpmux listening on http://{addr}{}", cfg.listen.path);
     shutdown_signal().await;
     tracing::info!("shutting down");
+    // Requests in flight get limits.drain_ms to be answered; new ones are refused.
+    let drain = std::time::Duration::from_millis(cfg.limits.drain_ms);
+    let _ = core.hub.drain(drain).await;
     shutdown.cancel();
     match http.await {
         Ok(Err(e)) => tracing::warn!(error = %e, "http server ended with an error"),
@@ -141,6 +144,10 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// How long `mcpmux stdio` keeps writing after the shutdown drain, for answers
+/// already queued.
+const STDIO_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
+
 async fn stdio(cfg: Config) -> anyhow::Result<()> {
     let core = Core::start(&cfg);
     let served = mcpmux::downstream::stdio::serve_stream(
@@ -150,9 +157,22 @@ async fn stdio(cfg: Config) -> anyhow::Result<()> {
         cfg.limits.max_message_bytes,
         cfg.limits.client_queue,
     );
+    tokio::pin!(served);
     tokio::select! {
-        r = served => { r?; }
-        _ = shutdown_signal() => {}
+        r = &mut served => { r?; }
+        _ = shutdown_signal() => {
+            // Requests in flight get limits.drain_ms; the client keeps being served
+            // (their answers are written) until then.
+            let drain = std::time::Duration::from_millis(cfg.limits.drain_ms);
+            tokio::select! {
+                _ = core.hub.drain(drain) => {
+                    // The writer (inside `served`) gets a moment to write the answers
+                    // the drain let through.
+                    let _ = tokio::time::timeout(STDIO_FLUSH, &mut served).await;
+                }
+                r = &mut served => { r?; }
+            }
+        }
     }
     core.stop().await;
     Ok(())

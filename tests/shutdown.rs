@@ -108,3 +108,71 @@ async fn sigterm_unsubscribes_everything_exits_zero_and_reaps_the_upstream() {
     drop(clients);
     let _ = std::fs::remove_file(&log);
 }
+
+/// Starts mcpmux with `drain_ms`, sends one `tools/call` of `tool` (in the
+/// background), waits until the upstream has it, sends SIGTERM, and returns what the
+/// call got and mcpmux's exit code.
+async fn call_across_sigterm(drain_ms: u64, tool: &str, args: Value) -> (Vec<Value>, Option<i32>) {
+    let mut d = Daemon::start(&scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n",
+        &format!("[limits]\ndrain_ms = {drain_ms}\n"),
+        "",
+    ))
+    .await;
+    let c = HttpClient::connect(&d.url, json!({})).await;
+    let mut watcher = HttpClient::connect(&d.url, json!({})).await;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": args}});
+    let call = tokio::spawn(async move {
+        let resp = c.post(&req).await;
+        common::http::read_body(resp).await
+    });
+    // The upstream has the call before mcpmux is told to stop.
+    tokio::time::timeout(EVENT_TIMEOUT, async {
+        loop {
+            let stats = watcher.tool("stats", json!({})).await;
+            if stats["tools"][tool] == json!(1) {
+                break;
+            }
+        }
+    })
+    .await
+    .expect("the upstream never saw the call");
+    let pid = d.child.id().expect("running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let got = tokio::time::timeout(EVENT_TIMEOUT, call)
+        .await
+        .expect("the call in flight was never answered")
+        .unwrap();
+    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
+        .await
+        .expect("mcpmux did not exit after SIGTERM")
+        .unwrap();
+    (got, status.code())
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_request_in_flight_finish_within_drain_ms() {
+    // The upstream answers 1 s after the call; drain_ms leaves it 20 s.
+    let (got, code) =
+        call_across_sigterm(20_000, "delay", json!({"ms": 1000, "text": "finished"})).await;
+    assert_eq!(code, Some(0));
+    let answer = got.iter().find(|m| m["id"] == json!(1)).expect("an answer");
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "finished",
+        "the answer itself, not an error: {answer}"
+    );
+}
+
+#[tokio::test]
+async fn sigterm_cuts_a_request_still_in_flight_after_drain_ms() {
+    let (got, code) = call_across_sigterm(300, "hang", json!({})).await;
+    assert_eq!(code, Some(0));
+    let answer = got.iter().find(|m| m["id"] == json!(1)).expect("an answer");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("limits.drain_ms"), "{answer}");
+}

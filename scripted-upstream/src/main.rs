@@ -54,8 +54,9 @@
 //! | `fail_reads` | `{uri, code?, message?}` | reads of `uri` answer an error (default `-32603`) |
 //! | `clear_faults` | `{}` | removes every `fail_reads` fault |
 //! | `hang` | `{}` | never answered (until cancelled) |
+//! | `delay` | `{ms, text?}` | answers `text` after `ms` milliseconds; other requests are served meanwhile |
 //! | `exit` | `{code?}` | flushes stdout and exits with `code` (default 0), no result |
-//! | `progress` | `{steps}` | with `_meta.progressToken`, sends `steps` progress notifications, then the result |
+//! | `progress` | `{steps, interval_ms?}` | with `_meta.progressToken`, sends `steps` progress notifications (one every `interval_ms`, default at once), then the result |
 //! | `sample` | `{prompt}` | sends `sampling/createMessage` (ids `s1`, `s2`, …); the client's answer becomes the result |
 //! | `log` | `{level?, data?}` | sends `notifications/message` |
 //!
@@ -83,6 +84,9 @@
 //!   `subscribe` (subscribe requests are still answered `{}`).
 //! - `SCRIPTED_LOG=<path>`: append every received line to this file, flushed per line.
 //! - `SCRIPTED_CRASH_ON_START=1`: exit 3 right after reading (and logging) the first line.
+//! - `SCRIPTED_IGNORE_EOF=1`: keep running after stdin closes, until SIGTERM, which is
+//!   recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a
+//!   client stops a server that does not exit on EOF).
 
 mod base64;
 mod recorder;
@@ -105,6 +109,7 @@ pub struct Config {
     pub page_size: usize,
     pub log_path: Option<PathBuf>,
     pub crash_on_start: bool,
+    pub ignore_eof: bool,
 }
 
 impl Config {
@@ -118,6 +123,7 @@ impl Config {
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from),
             crash_on_start: env_flag("SCRIPTED_CRASH_ON_START"),
+            ignore_eof: env_flag("SCRIPTED_IGNORE_EOF"),
         }
     }
 }
@@ -176,10 +182,24 @@ async fn write_loop(mut rx: mpsc::UnboundedReceiver<Out>) {
     }
 }
 
+#[cfg(unix)]
+async fn sigterm() {
+    if let Ok(mut term) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+    {
+        term.recv().await;
+    }
+}
+
+#[cfg(not(unix))]
+async fn sigterm() {
+    let _ = tokio::signal::ctrl_c().await;
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let config = Config::from_env();
     let crash_on_start = config.crash_on_start;
+    let ignore_eof = config.ignore_eof;
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx));
     let mut server = Server::new(config, tx);
@@ -210,6 +230,12 @@ async fn main() {
             // The writer flushes what is queued and exits the process.
             std::future::pending::<()>().await;
         }
+    }
+    if ignore_eof {
+        eprintln!("[scripted] stdin closed; SCRIPTED_IGNORE_EOF: waiting for SIGTERM");
+        sigterm().await;
+        server.log_line("<sigterm>");
+        std::process::exit(0);
     }
     // EOF: drop the sender so the writer drains the queue and stops, then exit 0.
     drop(server);

@@ -56,6 +56,7 @@ impl RpcError {
 pub type Reply = Result<Value, RpcError>;
 
 /// The sending half of the stdout queue, with JSON-RPC helpers.
+#[derive(Clone)]
 pub struct Outbox(UnboundedSender<Out>);
 
 impl Outbox {
@@ -426,6 +427,7 @@ mod tests {
             page_size,
             log_path: None,
             crash_on_start: false,
+            ignore_eof: false,
         };
         Server::new(config, tokio::sync::mpsc::unbounded_channel().0)
     }

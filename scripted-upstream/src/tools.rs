@@ -89,6 +89,12 @@ pub fn definitions() -> Vec<Value> {
             &[],
         ),
         tool(
+            "delay",
+            "Answers `text` after `ms` milliseconds (other requests are served meanwhile)",
+            json!({"ms": {"type": "integer", "minimum": 0}, "text": {"type": "string"}}),
+            &["ms"],
+        ),
+        tool(
             "exit",
             "Flushes stdout and exits the process",
             json!({"code": {"type": "integer", "default": 0}}),
@@ -96,8 +102,8 @@ pub fn definitions() -> Vec<Value> {
         ),
         tool(
             "progress",
-            "Sends `steps` notifications/progress when the call has a progressToken",
-            json!({"steps": {"type": "integer", "minimum": 0}}),
+            "Sends `steps` notifications/progress when the call has a progressToken (one every `interval_ms`, default all at once)",
+            json!({"steps": {"type": "integer", "minimum": 0}, "interval_ms": {"type": "integer", "minimum": 0}}),
             &["steps"],
         ),
         tool(
@@ -211,6 +217,25 @@ impl Server {
                 self.hung.push(id.clone());
                 Outcome::Parked
             }
+            "delay" => match i64_arg(args, "ms") {
+                Ok(Some(ms)) if ms >= 0 => {
+                    let text = args
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or("delayed");
+                    let (out, id, text) = (self.out.clone(), id.clone(), text.to_owned());
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_millis(ms as u64)).await;
+                        out.reply(id, Ok(text_result(text)));
+                    });
+                    Outcome::Parked
+                }
+                Ok(_) => Err(RpcError::invalid_params(
+                    "`ms` must be a non-negative integer",
+                ))
+                .into(),
+                Err(e) => Err(e).into(),
+            },
             "exit" => match i64_arg(args, "code") {
                 Err(e) => Err(e).into(),
                 Ok(code) => {
@@ -220,7 +245,11 @@ impl Server {
                     Outcome::Exit
                 }
             },
-            "progress" => self.progress(args, params).into(),
+            "progress" => match u64_arg(args, "interval_ms") {
+                Ok(Some(ms)) if ms > 0 => self.paced_progress(id, args, params, ms),
+                Ok(_) => self.progress(args, params).into(),
+                Err(e) => Err(e).into(),
+            },
             "sample" => match str_param(args, "prompt") {
                 Err(e) => Err(e).into(),
                 Ok(prompt) => {
@@ -353,6 +382,37 @@ impl Server {
         }
         let sent = if token.is_some() { steps } else { 0 };
         Ok(structured_result(json!({"steps": steps, "sent": sent})))
+    }
+
+    /// `progress` with `interval_ms`: one notification every `ms`, then the result,
+    /// from a task of its own (other requests are served meanwhile).
+    fn paced_progress(&mut self, id: &Value, args: &Value, params: &Value, ms: u64) -> Outcome {
+        let steps = match u64_arg(args, "steps") {
+            Ok(Some(n)) => n,
+            Ok(None) => {
+                return Err(RpcError::invalid_params("missing integer argument `steps`")).into()
+            }
+            Err(e) => return Err(e).into(),
+        };
+        let token = params.pointer("/_meta/progressToken").cloned();
+        let (out, id) = (self.out.clone(), id.clone());
+        tokio::spawn(async move {
+            for i in 1..=steps {
+                tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+                if let Some(token) = &token {
+                    out.notify(
+                        "notifications/progress",
+                        json!({"progressToken": token, "progress": i, "total": steps}),
+                    );
+                }
+            }
+            let sent = if token.is_some() { steps } else { 0 };
+            out.reply(
+                id,
+                Ok(structured_result(json!({"steps": steps, "sent": sent}))),
+            );
+        });
+        Outcome::Parked
     }
 
     /// The `stats` output: `{counts, by_uri, tools, subscribed, versions, pending}`.

@@ -41,6 +41,12 @@ impl Hub {
         let initialized = self.clients[&client].init.is_some();
         match method {
             methods::PING => self.reply(client, &id, json!({})),
+            _ if self.shutting_down => self.reply_error(
+                client,
+                &id,
+                code::UPSTREAM_UNAVAILABLE,
+                "mcpmux is shutting down",
+            ),
             methods::INITIALIZE if initialized => self.reply_error(
                 client,
                 &id,

@@ -38,6 +38,13 @@ pub enum HubEvent {
     },
     /// Introspection for tests, `check`-style status and benchmarks.
     Stats(oneshot::Sender<HubStats>),
+    /// Shutting down: refuse new clients and requests, and answer `done` (with the
+    /// number of requests cut) once every request in flight is answered, or at
+    /// `until`, when those still in flight fail.
+    Drain {
+        until: tokio::time::Instant,
+        done: oneshot::Sender<usize>,
+    },
 }
 
 /// Why a client was not admitted.
@@ -144,6 +151,20 @@ impl HubHandle {
             .send(HubEvent::Upstream { upstream, event })
             .await
             .map_err(|_| HubGone)
+    }
+
+    /// Lets the requests in flight finish (docs/architecture.md, "Shutdown"): new
+    /// clients and requests are refused from now on; returns once none is in flight
+    /// or `grace` has passed (those still in flight then get an error), with the
+    /// number cut.
+    pub async fn drain(&self, grace: std::time::Duration) -> Result<usize, HubGone> {
+        let (done, rx) = oneshot::channel();
+        let until = tokio::time::Instant::now() + grace;
+        self.tx
+            .send(HubEvent::Drain { until, done })
+            .await
+            .map_err(|_| HubGone)?;
+        rx.await.map_err(|_| HubGone)
     }
 
     /// Sizes of the hub's tables.

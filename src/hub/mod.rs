@@ -149,6 +149,8 @@ struct RequestTimer {
 enum Timer {
     Request(ProxyId),
     Linger(SubKey),
+    /// The shutdown drain's deadline.
+    Drain,
 }
 
 /// The hub's state. Fields are only touched by the hub task.
@@ -177,6 +179,10 @@ pub struct Hub {
     deferred_inits: Vec<(ClientId, Message)>,
     /// Upstream requests sent, by method.
     sent: HashMap<String, u64>,
+    /// Set while shutting down: answered once no client request is in flight.
+    draining: Option<tokio::sync::oneshot::Sender<usize>>,
+    /// Whether a drain has started (new clients and requests are refused).
+    shutting_down: bool,
     /// Clients to disconnect once the current event is handled.
     doomed: Vec<(ClientId, CloseReason)>,
     peak_queue: usize,
@@ -210,6 +216,8 @@ impl Hub {
             deferred_inits: Vec::new(),
             sent: HashMap::new(),
             doomed: Vec::new(),
+            draining: None,
+            shutting_down: false,
             peak_queue: 0,
         }
     }
@@ -228,6 +236,7 @@ impl Hub {
                 _ = shutdown.cancelled() => break,
             }
             self.reap_doomed();
+            self.check_drained();
         }
         self.shutdown();
     }
@@ -239,7 +248,9 @@ impl Hub {
                 outbox,
                 reply,
             } => {
-                let r = if self.clients.len() >= self.settings.max_clients {
+                let r = if self.shutting_down {
+                    Err(AdmitError::ShuttingDown)
+                } else if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
                     self.clients
@@ -255,7 +266,59 @@ impl Hub {
             HubEvent::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }
+            HubEvent::Drain { until, done } => {
+                tracing::info!(
+                    in_flight = self.pending.serving_clients().len(),
+                    "draining requests in flight"
+                );
+                self.shutting_down = true;
+                self.draining = Some(done);
+                self.timers.insert_at(Timer::Drain, until);
+                for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+                    if let Some(id) = msg.id().cloned() {
+                        self.reply_error(
+                            client,
+                            &id,
+                            crate::protocol::code::UPSTREAM_UNAVAILABLE,
+                            "mcpmux is shutting down",
+                        );
+                    }
+                }
+            }
         }
+    }
+
+    /// Answers the drain once no client request is in flight.
+    fn check_drained(&mut self) {
+        if self.draining.is_some() && self.pending.serving_clients().is_empty() {
+            if let Some(done) = self.draining.take() {
+                let _ = done.send(0);
+            }
+        }
+    }
+
+    /// The drain's deadline: what is still in flight fails (and is cancelled upstream).
+    fn drain_deadline(&mut self) {
+        let Some(done) = self.draining.take() else {
+            return;
+        };
+        let cut = self.pending.serving_clients();
+        for pid in &cut {
+            let upstream = self.pending.get(*pid).map(|e| e.upstream);
+            self.fail_request(
+                *pid,
+                crate::protocol::code::UPSTREAM_UNAVAILABLE,
+                "mcpmux shut down before the upstream answered (limits.drain_ms)",
+            );
+            if let Some(u) = upstream {
+                self.send_cancelled(u, *pid, "mcpmux is shutting down");
+            }
+        }
+        tracing::warn!(
+            cut = cut.len(),
+            "shutdown drain deadline passed; requests still in flight failed"
+        );
+        let _ = done.send(cut.len());
     }
 
     fn on_timer(&mut self, t: Timer) {
@@ -272,6 +335,7 @@ impl Hub {
                 let effects = self.subs.linger_expired(&key, now);
                 self.apply_sub_effects(effects);
             }
+            Timer::Drain => self.drain_deadline(),
         }
     }
 

@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::downstream::outbox::{OutKind, Outbox};
 use crate::protocol::{Kind, Message, RawId};
+use crate::upstream::Related;
 use crate::upstream::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamHandle};
 
 struct Rig {
@@ -148,11 +149,12 @@ impl Rig {
     }
 
     async fn inject(&self, m: Message) {
+        self.inject_related(m, Related::Unknown).await;
+    }
+
+    async fn inject_related(&self, m: Message, related: Related) {
         self.hub
-            .upstream_event(
-                UpstreamId(0),
-                UpstreamEvent::Message(m, crate::upstream::Related::Unknown),
-            )
+            .upstream_event(UpstreamId(0), UpstreamEvent::Message(m, related))
             .await
             .unwrap();
     }
@@ -770,4 +772,172 @@ async fn per_client_limits_on_pending_requests_and_subscriptions() {
             .await["result"],
         json!({})
     );
+}
+
+/// The upstream id mcpmux gave a client's forwarded request (from what it sent).
+fn forwarded_id(up: &[Message], method: &str) -> RawId {
+    up.iter()
+        .find(|m| m.method() == Some(method))
+        .and_then(|m| m.id().cloned())
+        .unwrap_or_else(|| panic!("no {method} upstream in {up:?}"))
+}
+
+fn log_note(data: &str) -> Message {
+    Message::notification(
+        "notifications/message",
+        Some(&json!({"level": "info", "data": data})),
+    )
+}
+
+#[tokio::test]
+async fn messages_on_a_request_stream_reach_only_that_requests_client() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"sampling": {}})).await;
+    let mut b = r.client(json!({"sampling": {}})).await;
+    a.send("tools/call", json!({"name": "work"})).await;
+    b.send("tools/call", json!({"name": "work"})).await;
+    let up = r.upstream_msgs().await;
+    let calls: Vec<RawId> = up
+        .iter()
+        .filter(|m| m.method() == Some("tools/call"))
+        .map(|m| m.id().unwrap().clone())
+        .collect();
+    assert_eq!(calls.len(), 2);
+    // Both are in flight; the transport says which request each message came with.
+    r.inject_related(log_note("for a"), Related::Request(calls[0].clone()))
+        .await;
+    let sample = Message::request(
+        &RawId::parse("\"s1\"").unwrap(),
+        "sampling/createMessage",
+        Some(&json!({"messages": [], "maxTokens": 1})),
+    );
+    r.inject_related(sample, Related::Request(calls[1].clone()))
+        .await;
+    r.sync().await;
+    let got_a = a.pending();
+    let got_b = b.pending();
+    assert_eq!(got_a.len(), 1, "{got_a:?}");
+    assert_eq!(got_a[0]["params"]["data"], "for a");
+    assert_eq!(got_b.len(), 1, "{got_b:?}");
+    assert_eq!(got_b[0]["method"], "sampling/createMessage");
+    assert!(
+        r.upstream_msgs().await.is_empty(),
+        "nothing refused upstream"
+    );
+}
+
+#[tokio::test]
+async fn ambiguous_messages_on_stdio_reach_nobody_and_requests_are_refused() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"sampling": {}})).await;
+    let mut b = r.client(json!({"sampling": {}})).await;
+    a.send("tools/call", json!({"name": "work"})).await;
+    b.send("tools/call", json!({"name": "work"})).await;
+    let _ = r.upstream_msgs().await;
+    // Two requests in flight and no association: nobody gets the log (default
+    // policy), and the sampling request is refused with a reason.
+    r.inject(log_note("whose?")).await;
+    r.inject(Message::request(
+        &RawId::parse("\"s1\"").unwrap(),
+        "sampling/createMessage",
+        Some(&json!({"messages": [], "maxTokens": 1})),
+    ))
+    .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(up[0].is_error());
+    assert!(up[0]
+        .error()
+        .unwrap()
+        .get()
+        .contains("cannot tell which client"));
+    assert!(a.pending().is_empty());
+    assert!(b.pending().is_empty());
+}
+
+#[tokio::test]
+async fn with_one_request_in_flight_stdio_messages_go_to_its_client() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"sampling": {}})).await;
+    let b = r.client(json!({"sampling": {}})).await;
+    a.send("tools/call", json!({"name": "work"})).await;
+    let _ = r.upstream_msgs().await;
+    r.inject(log_note("mine")).await;
+    r.sync().await;
+    let got = a.pending();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["params"]["data"], "mine");
+    assert!(b.pending().is_empty(), "the other client hears nothing");
+}
+
+#[tokio::test]
+async fn server_requests_need_the_clients_capability() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"elicitation": {"form": {}}})).await;
+    a.send("tools/call", json!({"name": "work"})).await;
+    let up = r.upstream_msgs().await;
+    let call = forwarded_id(&up, "tools/call");
+    let ask = |id: &str, method: &str, params: Value| {
+        Message::request(
+            &RawId::parse(&format!("\"{id}\"")).unwrap(),
+            method,
+            Some(&params),
+        )
+    };
+    // No sampling declared: refused, naming the capability.
+    r.inject_related(
+        ask(
+            "q1",
+            "sampling/createMessage",
+            json!({"messages": [], "maxTokens": 1}),
+        ),
+        Related::Request(call.clone()),
+    )
+    .await;
+    // URL-mode elicitation, only form declared: refused.
+    r.inject_related(
+        ask(
+            "q2",
+            "elicitation/create",
+            json!({"mode": "url", "message": "m", "url": "https://x", "elicitationId": "e"}),
+        ),
+        Related::Request(call.clone()),
+    )
+    .await;
+    // Form-mode elicitation: delivered.
+    r.inject_related(
+        ask(
+            "q3",
+            "elicitation/create",
+            json!({"message": "m", "requestedSchema": {"type": "object"}}),
+        ),
+        Related::Request(call),
+    )
+    .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 2, "{up:?}");
+    assert!(
+        up[0].error().unwrap().get().contains("sampling capability"),
+        "{up:?}"
+    );
+    assert!(
+        up[1].error().unwrap().get().contains("elicitation.url"),
+        "{up:?}"
+    );
+    let got = a.pending();
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(got[0]["method"], "elicitation/create");
+}
+
+#[tokio::test]
+async fn session_level_messages_reach_nobody_by_default() {
+    let mut r = rig().await;
+    let a = r.client(json!({})).await;
+    let b = r.client(json!({})).await;
+    // Default (none): a session-level message reaches nobody.
+    r.inject_related(log_note("session"), Related::Nothing)
+        .await;
+    r.sync().await;
+    assert!(a.pending().is_empty() && b.pending().is_empty());
+    let _ = r.upstream_msgs().await;
 }

@@ -232,6 +232,24 @@ impl PendingTable {
             .collect()
     }
 
+    /// Proxy ids of the upstream requests some client waits for (its own request, a
+    /// shared read, a part of a merged list), in order.
+    pub fn serving_clients(&self) -> Vec<ProxyId> {
+        let mut ids: Vec<ProxyId> = self
+            .upstream_bound
+            .iter()
+            .filter(|(_, e)| {
+                matches!(
+                    e.origin,
+                    Origin::Client { .. } | Origin::Read { .. } | Origin::ListPart { .. }
+                )
+            })
+            .map(|(p, _)| *p)
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// Upstream-bound requests in flight.
     pub fn len(&self) -> usize {
         self.upstream_bound.len()

@@ -207,7 +207,16 @@ impl Actor {
             let idle_at = self.is_idle().then(|| self.last_activity + idle);
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => break "shutdown",
+                _ = shutdown.cancelled() => {
+                    // Answers the hub queued before the end (the shutdown drain's)
+                    // still reach their POSTs.
+                    let mut batch = Vec::new();
+                    if outbox.drain(&mut batch).is_ok() {
+                        self.backlog.extend(batch);
+                        self.flush();
+                    }
+                    break "shutdown";
+                }
                 cmd = cmds.recv() => match cmd {
                     Some(SessionCmd::End { reason, done }) => {
                         done_tx = done;

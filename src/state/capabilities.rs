@@ -1,6 +1,6 @@
 //! Pure rules for the handshake with a client: which capabilities mcpmux declares
 //! (the merge of what the upstreams offer) and whether a client has negotiated
-//! resource subscriptions (DESIGN.md "Capability gating").
+//! resource subscriptions (docs/architecture.md, "Capability gating").
 
 use serde_json::{json, Map, Value};
 

@@ -127,7 +127,8 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
         core.hub.clone(),
         shutdown.clone(),
     ));
-    // The one line scripts wait for (DESIGN.md §5); logs go to stderr.
+    // The one line scripts wait for (docs/architecture.md, "Commands and configuration");
+    // logs go to stderr.
     println!("mcpmux listening on http://{addr}{}", cfg.listen.path);
     shutdown_signal().await;
     tracing::info!("shutting down");

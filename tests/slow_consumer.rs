@@ -1,5 +1,5 @@
 //! One client that never reads cannot cost the others anything, and cannot make
-//! mcpmux's memory grow (DESIGN.md §2 "Slow clients"): 50 HTTP clients read their GET
+//! mcpmux's memory grow (docs/architecture.md, "Slow clients"): 50 HTTP clients read their GET
 //! streams while one more opens its GET stream on a raw socket with a tiny receive
 //! buffer and never reads it. First the stalled client alone is sent updates (on a URI
 //! only it holds) until its outbox is full — so it is provably stalled, not just

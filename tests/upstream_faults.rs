@@ -1,5 +1,5 @@
 //! Upstream failures as clients see them, through `mcpmux serve` over Streamable HTTP
-//! in front of the scripted upstream (DESIGN.md §2 "Upstream failure"):
+//! in front of the scripted upstream (docs/architecture.md, "Upstream failure"):
 //! - an upstream that exits fails every request in flight at once, naming itself;
 //! - a restarted upstream is re-subscribed to every held URI, holders get a
 //!   `notifications/resources/updated` for it, and the read cache starts empty;

@@ -1,4 +1,5 @@
-//! Configuration: the TOML file of DESIGN.md §5, validated, with `${ENV}` expanded.
+//! Configuration: the TOML file (docs/architecture.md, "Commands and configuration"),
+//! validated, with `${ENV}` expanded.
 //!
 //! Owns: the config types, their defaults (`DEFAULT_*`), loading, `${NAME}` expansion,
 //! validation, and the redacted rendering printed by `mcpmux check`.
@@ -311,7 +312,8 @@ impl Default for ListenConfig {
     }
 }
 
-/// How a client's subscribe capability is judged (DESIGN.md "Capability gating").
+/// How a client's subscribe capability is judged (docs/architecture.md, "Capability
+/// gating").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum ClientCapabilityPolicy {

@@ -1,8 +1,8 @@
 //! Per-client outbound queue with the slow-consumer policy.
 //!
 //! The hub pushes with [`Outbox::push`] and never waits; the client's writer task
-//! drains with [`Outbox::drain`] after [`Outbox::ready`]. Policy (DESIGN.md "Slow
-//! clients"):
+//! drains with [`Outbox::drain`] after [`Outbox::ready`]. Policy (docs/architecture.md,
+//! "Slow clients"):
 //! - while the queue is below `cap`, everything is queued in order;
 //! - when it is full, coalescible notifications (`notifications/resources/updated` per
 //!   URI, `*/list_changed` per method) go to a side map that keeps one entry per key,

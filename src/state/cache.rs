@@ -1,4 +1,4 @@
-//! The `resources/read` cache: pure rules, no I/O (DESIGN.md "Cache").
+//! The `resources/read` cache: pure rules, no I/O (docs/architecture.md, "Read cache").
 //!
 //! Owns: cached read results per (upstream, URI), a generation per key, and the
 //! single-flight table of reads in progress with the clients waiting on each.

@@ -1,5 +1,5 @@
 //! What each upstream offers, and how names and URIs map between clients and
-//! upstreams (DESIGN.md "Aggregation"). Pure: no I/O.
+//! upstreams (docs/architecture.md, "Aggregation"). Pure: no I/O.
 //!
 //! Owns:
 //! - namespacing: with `prefix = "p"`, tool and prompt `x` is shown as `p__x` and

@@ -1,7 +1,8 @@
 //! Request guards for the Streamable HTTP endpoint: `Host`, `Origin`, bearer token,
 //! `Content-Type`, `Accept` and `MCP-Protocol-Version`.
 //!
-//! Owns: the pure decisions on header values (DESIGN.md §2 Security, spec digest §6.2).
+//! Owns: the pure decisions on header values (docs/architecture.md, "Security"; the MCP
+//! specification's Streamable HTTP transport).
 //! Never: reads a body, touches a session or the hub, or allocates per request beyond
 //! the error message. Every function takes header values (`None` when absent) and the
 //! configured lists, and is unit-tested below.

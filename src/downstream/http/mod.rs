@@ -1,5 +1,6 @@
-//! The downstream Streamable HTTP transport (spec digest §6.2, DESIGN.md §1–2): one
-//! endpoint at `settings.path` answering POST, GET and DELETE, with sessions.
+//! The downstream Streamable HTTP transport (the MCP specification's Streamable HTTP
+//! transport; docs/architecture.md, "Streamable HTTP" and "Security"): one endpoint at
+//! `settings.path` answering POST, GET and DELETE, with sessions.
 //!
 //! Owns: the axum router, the request guards' mapping to HTTP statuses, the session
 //! map (`Mcp-Session-Id` → session actor), and the server's lifetime ([`serve_http`]).

@@ -2,7 +2,8 @@
 //! and the choice between a JSON answer, an SSE answer and 202.
 //!
 //! Owns: reading the body (never more than `max_message_bytes`), the HTTP-level
-//! decisions of spec digest §6.2 for POST, and the JSON assembly of answers.
+//! decisions of the Streamable HTTP transport for POST (docs/architecture.md,
+//! "Streamable HTTP"), and the JSON assembly of answers.
 //! Never: answers an MCP method itself (the hub does), or forwards a request before the
 //! session actor has registered its id (so a fast response cannot race past it).
 //!

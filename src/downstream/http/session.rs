@@ -8,7 +8,7 @@
 //! stops draining and lets the outbox coalesce), puts a response on the GET stream, or
 //! parses client input.
 //!
-//! Routing (spec digest §6.2, DESIGN.md §1):
+//! Routing (docs/architecture.md, "Streamable HTTP"):
 //! - `related` names a request whose POST is still registered → that POST: a response
 //!   always, notifications and server requests only when the POST answers as SSE;
 //! - a response whose POST is gone (client disconnected) → dropped with a debug log

@@ -156,7 +156,8 @@ impl ReplayBuffer {
 }
 
 /// An SSE response body: every chunk the session actor sent, merged with whatever else
-/// is already queued into a single `Bytes` (one write per wake-up, DESIGN.md §6), and a
+/// is already queued into a single `Bytes` (one write per wake-up: the cost is per system
+/// call, see docs/architecture.md, "Performance reference"), and a
 /// keep-alive comment after [`KEEP_ALIVE`] of silence. Ends when the actor drops the
 /// sender.
 pub(crate) fn sse_body(

@@ -234,15 +234,24 @@ async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
     };
     let last_event_id = header_str(headers, &LAST_EVENT_ID).and_then(sse::parse_last_event_id);
     let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
-    if entry
-        .cmd
-        .send(SessionCmd::Get { last_event_id, tx })
-        .await
-        .is_err()
-    {
+    let (ack, acked) = oneshot::channel();
+    let cmd = SessionCmd::Get {
+        last_event_id,
+        tx,
+        ack,
+    };
+    if entry.cmd.send(cmd).await.is_err() {
         return session_not_found();
     }
-    sse_response(rx)
+    match acked.await {
+        Err(_) => session_not_found(),
+        Ok(false) => error(
+            StatusCode::BAD_REQUEST,
+            code::INVALID_REQUEST,
+            "Last-Event-ID names a stream this session no longer keeps: it cannot be resumed",
+        ),
+        Ok(true) => sse_response(rx),
+    }
 }
 
 /// DELETE: end the session.

@@ -13,17 +13,24 @@
 //!   always, notifications and server requests only when the POST answers as SSE;
 //! - a response whose POST is gone (client disconnected) → dropped with a debug log
 //!   (a disconnect is not a cancellation);
-//! - a release (the client cancelled that request) → the POST stops waiting for it
-//!   and ends when nothing else is expected (an SSE stream just ends; a JSON POST gets
-//!   the synthesized "no response" error);
+//! - a release (the client cancelled that request) → the POST gets the "request
+//!   cancelled" error in place of the response;
 //! - everything else → the GET stream, framed with `id: N` into the bounded replay
 //!   buffer; delivered when a GET stream is attached (a new GET receives what no stream
 //!   has received yet, or, with `Last-Event-ID`, everything held after that id).
 //!
-//! Only GET-stream events carry `id:`; a POST's SSE answer has no ids and is not
-//! resumable (the spec makes replay optional; a client that loses a POST stream still
-//! gets its response dropped, as a disconnect is not a cancellation).
-//! A new GET replaces the previous one (closing it) rather than answering 409.
+//! Resumable POST streams (SEP-1699): a POST answered as SSE starts with a priming event
+//! and numbers every event `p<stream>-<seq>`; its events are kept (the last
+//! [`POST_REPLAY_EVENTS`]) while it is open. When the client's connection drops, the
+//! stream is *detached*: its later messages, the response included, are kept for a GET
+//! that names one of its ids in `Last-Event-ID`, which receives what followed that id
+//! and then the rest of the stream live. A detached stream that got its response is
+//! kept among the last [`FINISHED_KEEP`] such streams. A GET naming a stream that is not
+//! kept is refused (400), so a client does not resume forever.
+//! A cancelled request's POST gets a `-32800` error as its answer (the JSON-RPC
+//! "request cancelled" code) rather than nothing, so that it ends and a client that
+//! resumes streams does not try to resume it.
+//! A new plain GET replaces the previous one (closing it) rather than answering 409.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -35,10 +42,10 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::sse::{self, ReplayBuffer};
+use super::sse::{self, LastEventId, ReplayBuffer};
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
 use crate::hub::HubHandle;
-use crate::protocol::RawId;
+use crate::protocol::{Message, RawId};
 use crate::state::ids::ClientId;
 
 /// Depth of the command channel from HTTP handlers to the actor. Handlers wait when it
@@ -48,6 +55,15 @@ const CMD_QUEUE: usize = 64;
 /// Chunks buffered per HTTP stream before the actor stops draining the outbox. Each
 /// chunk may hold many events (see [`sse::sse_body`]), so a small depth suffices.
 pub(crate) const STREAM_QUEUE: usize = 16;
+
+/// Events of one POST's SSE answer kept for a resuming GET.
+pub(crate) const POST_REPLAY_EVENTS: usize = 64;
+
+/// Detached POST streams kept, after their response, for a resuming GET.
+pub(crate) const FINISHED_KEEP: usize = 16;
+
+/// The JSON-RPC code of the answer a cancelled request's POST gets.
+const REQUEST_CANCELLED: i64 = -32800;
 
 /// Live sessions by their `Mcp-Session-Id`.
 pub(crate) type SessionMap = Arc<Mutex<HashMap<String, SessionEntry>>>;
@@ -81,10 +97,13 @@ pub(crate) enum SessionCmd {
         sink: Option<PostSink>,
         ack: oneshot::Sender<Result<(), RawId>>,
     },
-    /// A GET stream attaches (replacing any previous one).
+    /// A GET stream attaches: a plain one replaces any previous one; one naming a POST
+    /// stream's event resumes that stream. `ack` is `false` when there is nothing to
+    /// resume.
     Get {
-        last_event_id: Option<u64>,
+        last_event_id: Option<LastEventId>,
         tx: mpsc::Sender<Bytes>,
+        ack: oneshot::Sender<bool>,
     },
     /// End the session; `done` fires after `client_closed` was sent.
     End {
@@ -97,6 +116,40 @@ struct Post {
     sink: PostSink,
     /// Responses still expected.
     remaining: usize,
+    /// SSE answers: the events sent so far, for a resuming GET.
+    replay: Option<PostReplay>,
+    /// The client's connection is gone: events wait for a resuming GET.
+    detached: bool,
+}
+
+/// The events of one POST's SSE answer, framed with their ids.
+#[derive(Default)]
+struct PostReplay {
+    next_seq: u64,
+    events: VecDeque<(u64, Bytes)>,
+}
+
+impl PostReplay {
+    /// Frames `data` with the next id, keeps it, and returns it.
+    fn push(&mut self, stream: u64, data: &[u8]) -> Bytes {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let framed = sse::post_event(stream, seq, data);
+        if self.events.len() >= POST_REPLAY_EVENTS {
+            self.events.pop_front();
+        }
+        self.events.push_back((seq, framed.clone()));
+        framed
+    }
+
+    /// Every kept event after `seq`, as one chunk.
+    fn after(&self, seq: u64) -> Bytes {
+        let mut buf = bytes::BytesMut::new();
+        for (_, e) in self.events.iter().filter(|(s, _)| *s > seq) {
+            buf.extend_from_slice(e);
+        }
+        buf.freeze()
+    }
 }
 
 struct GetStream {
@@ -145,6 +198,7 @@ pub(crate) fn start(
         replay: ReplayBuffer::new(s.replay_events),
         delivered: 0,
         posts: HashMap::new(),
+        finished: VecDeque::new(),
         by_id: HashMap::new(),
         next_post: 0,
         get: None,
@@ -166,6 +220,8 @@ struct Actor {
     /// Highest event id handed to any GET stream (events above it were never sent).
     delivered: u64,
     posts: HashMap<u64, Post>,
+    /// Detached POST streams that got their response, kept for a resuming GET.
+    finished: VecDeque<(u64, Post)>,
     /// Pending request id → key in `posts`.
     by_id: HashMap<RawId, u64>,
     next_post: u64,
@@ -248,6 +304,7 @@ impl Actor {
         outbox.close(CloseReason::Closed);
         // Dropping the senders ends every open stream of this session.
         self.posts.clear();
+        self.finished.clear();
         self.get = None;
         debug!(client.id = %self.client, reason, "HTTP session ended");
         hub.client_closed(self.client, reason).await;
@@ -266,9 +323,20 @@ impl Actor {
             SessionCmd::Post { ids, sink, ack } => {
                 let _ = ack.send(self.register(ids, sink));
             }
-            SessionCmd::Get { last_event_id, tx } => {
+            SessionCmd::Get {
+                last_event_id: Some(LastEventId::Post { stream, seq }),
+                tx,
+                ack,
+            } => {
+                let _ = ack.send(self.resume_post(stream, seq, tx));
+            }
+            SessionCmd::Get {
+                last_event_id,
+                tx,
+                ack,
+            } => {
                 let cursor = match last_event_id {
-                    Some(n) => {
+                    Some(LastEventId::Get(n)) => {
                         let n = n.min(self.replay.last_id());
                         if self.replay.oldest_id().is_some_and(|o| o > n + 1) {
                             warn!(client.id = %self.client, last_event_id = n,
@@ -276,10 +344,11 @@ impl Actor {
                         }
                         n
                     }
-                    None => self.delivered,
+                    _ => self.delivered,
                 };
                 // Replacing the sender closes the previous GET stream.
                 self.get = Some(GetStream { tx, cursor });
+                let _ = ack.send(true);
             }
             // The run loop handles `End` itself before calling here.
             SessionCmd::End { .. } => {}
@@ -303,14 +372,52 @@ impl Actor {
         for id in &ids {
             self.by_id.insert(id.clone(), key);
         }
+        let mut replay = None;
+        if sink.sse {
+            // The priming event: an id to resume from before anything else is sent.
+            let mut r = PostReplay::default();
+            let priming = r.push(key, b"");
+            let _ = sink.tx.try_send(priming);
+            replay = Some(r);
+        }
         self.posts.insert(
             key,
             Post {
                 sink,
                 remaining: ids.len(),
+                replay,
+                detached: false,
             },
         );
         Ok(())
+    }
+
+    /// A GET names event `seq` of POST stream `stream`: it receives what followed and
+    /// then the rest of the stream. `false` when that stream is not kept.
+    fn resume_post(&mut self, stream: u64, seq: u64, tx: mpsc::Sender<Bytes>) -> bool {
+        let (post, finished) = match self.posts.get_mut(&stream) {
+            Some(p) => (p, false),
+            None => match self.finished.iter_mut().find(|(k, _)| *k == stream) {
+                Some((_, p)) => (p, true),
+                None => return false,
+            },
+        };
+        let Some(replay) = &post.replay else {
+            return false;
+        };
+        let missed = replay.after(seq);
+        if !missed.is_empty() && tx.try_send(missed).is_err() {
+            return false;
+        }
+        debug!(client.id = %self.client, stream, seq, "POST stream resumed");
+        if finished {
+            // Everything is sent: dropping `tx` ends the resumed stream.
+            self.finished.retain(|(k, _)| *k != stream);
+        } else {
+            post.sink.tx = tx;
+            post.detached = false;
+        }
+        true
     }
 
     /// Routes the backlog, then hands the GET stream what it has not seen. Returns the
@@ -339,11 +446,7 @@ impl Actor {
     }
 
     fn route(&mut self, out: &Outbound) -> Routed {
-        if out.kind == OutKind::Release {
-            self.release(out.related.as_ref());
-            return Routed::Done;
-        }
-        let is_response = out.kind == OutKind::Response;
+        let is_response = matches!(out.kind, OutKind::Response | OutKind::Release);
         let key = out
             .related
             .as_ref()
@@ -351,59 +454,65 @@ impl Actor {
             .copied();
         let post = key.and_then(|k| self.posts.get_mut(&k).map(|p| (k, p)));
         let Some((key, post)) = post.filter(|(_, p)| is_response || p.sink.sse) else {
-            if is_response {
-                debug!(client.id = %self.client, id = ?out.related,
-                    "response for no waiting POST dropped (never on the GET stream)");
-            } else {
-                self.onto_get_stream(out);
+            match out.kind {
+                OutKind::Response => debug!(client.id = %self.client, id = ?out.related,
+                    "response for no waiting POST dropped (never on the GET stream)"),
+                // Nothing waits for the cancelled request.
+                OutKind::Release => {}
+                _ => self.onto_get_stream(out),
             }
             return Routed::Done;
         };
-        let bytes = if post.sink.sse {
-            sse::event(None, &out.bytes)
+        if !post.detached && post.sink.tx.capacity() == 0 {
+            return Routed::Full(post.sink.tx.clone());
+        }
+        // A cancelled request's POST is answered with "request cancelled".
+        let cancelled;
+        let data: &[u8] = if out.kind == OutKind::Release {
+            let id = out.related.as_ref().expect("a release names its request");
+            cancelled = Message::error_response(
+                Some(id),
+                REQUEST_CANCELLED,
+                "Request cancelled by the client",
+                None,
+            )
+            .to_bytes();
+            &cancelled
         } else {
-            out.bytes.clone()
+            &out.bytes
         };
-        let gone = match post.sink.tx.try_send(bytes) {
-            Ok(()) => false,
-            Err(mpsc::error::TrySendError::Full(_)) => return Routed::Full(post.sink.tx.clone()),
-            Err(mpsc::error::TrySendError::Closed(_)) => true,
+        let bytes = match &mut post.replay {
+            Some(replay) => replay.push(key, data),
+            None => Bytes::copy_from_slice(data),
         };
+        if !post.detached && post.sink.tx.try_send(bytes).is_err() {
+            post.detached = true;
+            debug!(client.id = %self.client, stream = key, "POST connection gone; its stream waits for a resume");
+        }
+        // A JSON answer cannot be resumed: as before, keep server requests and progress
+        // reachable on the GET stream (a lost response is dropped).
+        let onto_get = post.detached && post.replay.is_none() && !is_response;
         if is_response {
-            if gone {
-                debug!(client.id = %self.client, id = ?out.related,
-                    "POST gone before its response; response dropped");
-            }
             post.remaining -= 1;
-            let finished = post.remaining == 0;
             if let Some(id) = &out.related {
                 self.by_id.remove(id);
             }
-            if finished {
-                // Dropping the sender ends the POST's SSE stream or JSON wait.
-                self.posts.remove(&key);
+            if post.remaining == 0 {
+                let post = self.posts.remove(&key).expect("present");
+                if post.detached && post.replay.is_some() {
+                    if self.finished.len() >= FINISHED_KEEP {
+                        self.finished.pop_front();
+                    }
+                    self.finished.push_back((key, post));
+                }
+                // Otherwise dropping the sender ends the POST's SSE stream or JSON wait.
                 self.last_activity = Instant::now();
             }
-        } else if gone {
-            // The POST's client left: keep its server requests and progress reachable.
+        }
+        if onto_get {
             self.onto_get_stream(out);
         }
         Routed::Done
-    }
-
-    /// The client cancelled request `id`: stop waiting for its response, and end its
-    /// POST once nothing else is expected there.
-    fn release(&mut self, id: Option<&RawId>) {
-        let Some(key) = id.and_then(|id| self.by_id.remove(id)) else {
-            return;
-        };
-        if let Some(post) = self.posts.get_mut(&key) {
-            post.remaining -= 1;
-            if post.remaining == 0 {
-                self.posts.remove(&key);
-                self.last_activity = Instant::now();
-            }
-        }
     }
 
     fn onto_get_stream(&mut self, out: &Outbound) {

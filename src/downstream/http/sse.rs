@@ -82,9 +82,41 @@ pub(crate) fn event(id: Option<u64>, data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-/// Parses a `Last-Event-ID` header value; ids we issue are decimal integers.
-pub(crate) fn parse_last_event_id(value: &str) -> Option<u64> {
-    value.trim().parse().ok()
+/// An event id mcpmux issued, as a client names it in `Last-Event-ID`: GET-stream
+/// events are numbered `N` per session; the events of a POST's SSE answer are
+/// `p<stream>-<seq>`, where `stream` numbers the POST within the session and `seq`
+/// counts its events from 0 (the priming event).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LastEventId {
+    Get(u64),
+    Post { stream: u64, seq: u64 },
+}
+
+/// Parses a `Last-Event-ID` header value; `None` when it is no id mcpmux issues.
+pub(crate) fn parse_last_event_id(value: &str) -> Option<LastEventId> {
+    let value = value.trim();
+    if let Some(rest) = value.strip_prefix('p') {
+        let (stream, seq) = rest.split_once('-')?;
+        return Some(LastEventId::Post {
+            stream: stream.parse().ok()?,
+            seq: seq.parse().ok()?,
+        });
+    }
+    value.parse().ok().map(LastEventId::Get)
+}
+
+/// One event of a POST's SSE answer, with its resumable id `p<stream>-<seq>`. An empty
+/// `data` makes the priming event (SEP-1699: an id the client can resume from before
+/// anything else is sent); clients skip events without data.
+pub(crate) fn post_event(stream: u64, seq: u64, data: &[u8]) -> Bytes {
+    let mut buf = BytesMut::with_capacity(data.len() + 32);
+    buf.put_slice(b"id: p");
+    put_decimal(&mut buf, stream);
+    buf.put_u8(b'-');
+    put_decimal(&mut buf, seq);
+    buf.put_u8(b'\n');
+    write_event(&mut buf, None, data);
+    buf.freeze()
 }
 
 /// The GET stream's events, framed, with their ids, bounded for replay.
@@ -259,8 +291,20 @@ mod tests {
     fn empty_buffer_has_nothing() {
         let r = ReplayBuffer::new(4);
         assert!(r.chunk_after(0).is_none());
-        assert_eq!(parse_last_event_id(" 12 "), Some(12));
+        assert_eq!(parse_last_event_id(" 12 "), Some(LastEventId::Get(12)));
         assert_eq!(parse_last_event_id("x"), None);
+        assert_eq!(
+            parse_last_event_id("p3-7"),
+            Some(LastEventId::Post { stream: 3, seq: 7 })
+        );
+        assert_eq!(parse_last_event_id("p3"), None);
+        assert_eq!(parse_last_event_id("p-1"), None);
+        assert_eq!(
+            &post_event(3, 0, b"")[..],
+            b"id: p3-0\ndata: \n\n",
+            "the priming event"
+        );
+        assert_eq!(&post_event(3, 1, b"{}")[..], b"id: p3-1\ndata: {}\n\n");
     }
 
     #[tokio::test]

@@ -44,9 +44,11 @@ async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session()
     let (cmd, outbox, mut closed) = actor(2);
     let (tx, _unread) = mpsc::channel(1);
     let probe = tx.clone();
+    let (ack, _acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
         last_event_id: None,
         tx,
+        ack,
     })
     .await
     .unwrap();
@@ -90,9 +92,11 @@ async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     assert_eq!(acked.await.unwrap(), Ok(()));
     drop(post_rx); // the client disconnected
     let (get_tx, mut get_rx) = mpsc::channel(4);
+    let (ack, _acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
         last_event_id: None,
         tx: get_tx,
+        ack,
     })
     .await
     .unwrap();
@@ -121,4 +125,96 @@ async fn a_request_id_already_in_flight_is_refused() {
         .unwrap();
         assert_eq!(acked.await.unwrap(), want);
     }
+}
+
+async fn recv(rx: &mut mpsc::Receiver<bytes::Bytes>) -> Option<bytes::Bytes> {
+    tokio::time::timeout(WAIT, rx.recv()).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
+    use crate::downstream::http::sse::LastEventId;
+    let (cmd, outbox, _closed) = actor(8);
+    let (post_tx, mut post_rx) = mpsc::channel(4);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    let sink = session::PostSink {
+        tx: post_tx,
+        sse: true,
+    };
+    cmd.send(SessionCmd::Post {
+        ids: vec![RawId::from_u64(1)],
+        sink: Some(sink),
+        ack,
+    })
+    .await
+    .unwrap();
+    assert_eq!(acked.await.unwrap(), Ok(()));
+    // The priming event comes first, then the request's progress, each with an id.
+    assert_eq!(
+        &recv(&mut post_rx).await.unwrap()[..],
+        b"id: p0-0\ndata: \n\n"
+    );
+    outbox.push(outbound(OutKind::Notification, Some(1), "progress"));
+    assert_eq!(
+        &recv(&mut post_rx).await.unwrap()[..],
+        b"id: p0-1\ndata: progress\n\n"
+    );
+    drop(post_rx); // the connection dropped before the response
+    outbox.push(outbound(OutKind::Response, Some(1), "resp"));
+    // A GET naming a stream the session never had is refused...
+    let (get_tx, _get_rx) = mpsc::channel(4);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    let resume = |stream, seq| Some(LastEventId::Post { stream, seq });
+    cmd.send(SessionCmd::Get {
+        last_event_id: resume(9, 0),
+        tx: get_tx,
+        ack,
+    })
+    .await
+    .unwrap();
+    assert!(!acked.await.unwrap());
+    // ...one naming the last event seen gets the rest (the response), then ends.
+    let (get_tx, mut get_rx) = mpsc::channel(4);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    cmd.send(SessionCmd::Get {
+        last_event_id: resume(0, 1),
+        tx: get_tx,
+        ack,
+    })
+    .await
+    .unwrap();
+    assert!(acked.await.unwrap());
+    assert_eq!(
+        &recv(&mut get_rx).await.unwrap()[..],
+        b"id: p0-2\ndata: resp\n\n"
+    );
+    assert!(recv(&mut get_rx).await.is_none(), "the resumed stream ends");
+}
+
+#[tokio::test]
+async fn a_cancelled_requests_post_gets_request_cancelled() {
+    let (cmd, outbox, _closed) = actor(8);
+    let (post_tx, mut post_rx) = mpsc::channel(4);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    let sink = session::PostSink {
+        tx: post_tx,
+        sse: false,
+    };
+    cmd.send(SessionCmd::Post {
+        ids: vec![RawId::from_u64(4)],
+        sink: Some(sink),
+        ack,
+    })
+    .await
+    .unwrap();
+    assert_eq!(acked.await.unwrap(), Ok(()));
+    outbox.push(outbound(OutKind::Release, Some(4), ""));
+    let got = tokio::time::timeout(WAIT, post_rx.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&got).unwrap();
+    assert_eq!(v["id"], 4);
+    assert_eq!(v["error"]["code"], -32800);
+    assert!(post_rx.recv().await.is_none(), "the POST ends");
 }

@@ -106,10 +106,14 @@ async fn progress_token_request_is_answered_as_sse() {
         .find(r#""id":5,"result""#)
         .expect("response on the POST");
     assert!(progress < response, "{text}");
+    // A priming event (an id, no data) comes first, so the stream can be resumed;
+    // every event carries an id of this stream.
     assert!(
-        text.starts_with("data: ") && text.ends_with("\n\n"),
+        text.starts_with("id: p1-0\ndata: \n\n") && text.ends_with("\n\n"),
         "{text}"
     );
+    let ids = text.lines().filter(|l| l.starts_with("id: p1-")).count();
+    assert_eq!(ids, 3, "priming, progress, response: {text}");
     // Without the token the same request is plain JSON.
     s.assert_echo(&sid).await;
 }

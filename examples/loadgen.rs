@@ -319,9 +319,16 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     }
     let peaks: Vec<String> = rows
         .iter()
-        .map(|(n, m, _, _)| format!("N={n}: {}", m.peak_queue))
+        .map(|(n, m, _, _)| {
+            format!(
+                "N={n}: peak outbox {}, coalesced {}, lost {}",
+                m.peak_queue,
+                m.coalesced,
+                m.lost()
+            )
+        })
         .collect();
-    println!("\nmcpmux peak client outbox depth: {}", peaks.join(", "));
+    println!("\nmcpmux burst: {}", peaks.join("; "));
     Ok(())
 }
 

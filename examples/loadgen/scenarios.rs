@@ -279,6 +279,18 @@ pub struct Fanout {
     pub burst: Burst,
     /// mcpmux only: the largest client outbox seen.
     pub peak_queue: usize,
+    /// mcpmux only: burst updates coalesced by the slow-client policy (fewer deliveries
+    /// by design, each URI's last update still delivered).
+    pub coalesced: u64,
+}
+
+impl Fanout {
+    /// Burst updates that neither arrived nor were coalesced: lost.
+    pub fn lost(&self) -> u64 {
+        self.burst
+            .expected
+            .saturating_sub(self.burst.delivered + self.coalesced)
+    }
 }
 
 /// `n` subscribed clients; `iso` isolated updates, then a burst of `k`.
@@ -308,6 +320,7 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
     let before = b.tally.delivered();
     let expected = n64 * k;
     b.tally.expect(before + expected);
+    let coalesced0 = b.core()?.hub.stats().await?.coalesced;
     let cpu0 = env.server_cpu();
     let t = Instant::now();
     b.control
@@ -320,7 +333,7 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
-    let peak_queue = b.core()?.hub.stats().await?.peak_queue;
+    let stats = b.core()?.hub.stats().await?;
     b.stop().await;
     Ok(Fanout {
         iso,
@@ -333,7 +346,8 @@ pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fano
             lat: pct(&mut lats),
             server_cpu,
         },
-        peak_queue,
+        peak_queue: stats.peak_queue,
+        coalesced: stats.coalesced - coalesced0,
     })
 }
 
@@ -402,6 +416,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
             server_cpu,
         },
         peak_queue: 0,
+        coalesced: 0,
     })
 }
 
@@ -591,8 +606,12 @@ pub async fn smoke(env: &Env) -> Result<()> {
         ("raw", fanout_raw(env, n, k, iso, 1).await?),
         ("raw batched", fanout_raw(env, n, k, iso, 2).await?),
     ] {
-        let lost = f.burst.expected - f.burst.delivered.min(f.burst.expected);
-        ensure!(lost == 0, "{side} fanout lost {lost}: {f:?}");
+        ensure!(
+            f.lost() == 0 && f.coalesced == 0,
+            "{side} fanout lost {} and coalesced {}: {f:?}",
+            f.lost(),
+            f.coalesced
+        );
         ensure!(f.iso.delivered == f.iso.expected, "{side} fanout: {f:?}");
         ensure!(f.burst.lat.n as u64 == f.burst.expected, "{side}: {f:?}");
     }

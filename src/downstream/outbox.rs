@@ -236,6 +236,11 @@ impl Outbox {
         self.lock().closed().is_some()
     }
 
+    /// Notifications merged into a pending entry so far (each is one delivery fewer).
+    pub fn merged(&self) -> u64 {
+        self.lock().merged
+    }
+
     pub fn peak(&self) -> usize {
         self.lock().peak
     }

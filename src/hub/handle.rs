@@ -68,6 +68,10 @@ pub struct HubStats {
     pub pending_requests: usize,
     /// Largest outbox length seen on any client so far.
     pub peak_queue: usize,
+    /// Notifications coalesced into a pending one for the same key, over every client
+    /// since start (deliveries that became fewer under the slow-client policy; never a
+    /// loss of the last update for a URI).
+    pub coalesced: u64,
     /// Upstream requests sent, by method, since start (for tests and benchmarks).
     pub upstream_sent: Vec<(String, u64)>,
     /// Read-cache counters (hits, single-flight joins, upstream fetches, ...).

@@ -186,6 +186,8 @@ pub struct Hub {
     /// Clients to disconnect once the current event is handled.
     doomed: Vec<(ClientId, CloseReason)>,
     peak_queue: usize,
+    /// Coalesced notifications of clients already gone (`HubStats::coalesced`).
+    coalesced_gone: u64,
 }
 
 impl Hub {
@@ -219,6 +221,7 @@ impl Hub {
             draining: None,
             shutting_down: false,
             peak_queue: 0,
+            coalesced_gone: 0,
         }
     }
 
@@ -355,6 +358,12 @@ impl Hub {
             client_subscriptions: self.subs.client_pairs(),
             pending_requests: self.pending.len(),
             peak_queue: peak,
+            coalesced: self.coalesced_gone
+                + self
+                    .clients
+                    .values()
+                    .map(|c| c.outbox.merged())
+                    .sum::<u64>(),
             upstream_sent: sent,
             cache: self.cache.counters,
             cache_entries: self.cache.len(),
@@ -369,6 +378,7 @@ impl Hub {
         };
         tracing::debug!(%client, reason, "client closed");
         self.peak_queue = self.peak_queue.max(state.outbox.peak());
+        self.coalesced_gone += state.outbox.merged();
         state.outbox.close(CloseReason::Closed);
         self.deferred_inits.retain(|(c, _)| *c != client);
         self.cache.forget_waiter(|(c, _)| *c == client);

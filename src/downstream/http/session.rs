@@ -422,13 +422,35 @@ impl Actor {
 
     /// Routes the backlog, then hands the GET stream what it has not seen. Returns the
     /// sender to wait on when a stream is full.
+    ///
+    /// While a GET stream is attached, the replay buffer never holds more events that
+    /// stream has not received than it can keep: before it would, the stream is fed, and
+    /// when the stream is full the backlog waits (the outbox then applies its coalescing
+    /// policy). Routing a whole drained batch first would evict undelivered events —
+    /// lose them — whenever a burst outgrew `listen.sse_replay_events`.
     fn flush(&mut self) -> Option<mpsc::Sender<Bytes>> {
         while let Some(out) = self.backlog.pop_front() {
+            let unsent = self
+                .get
+                .as_ref()
+                .map_or(0, |g| self.replay.last_id().saturating_sub(g.cursor));
+            if unsent >= self.replay.cap() {
+                if let Some(tx) = self.feed_get() {
+                    self.backlog.push_front(out);
+                    return Some(tx);
+                }
+            }
             if let Routed::Full(tx) = self.route(&out) {
                 self.backlog.push_front(out);
                 return Some(tx);
             }
         }
+        self.feed_get()
+    }
+
+    /// Hands the GET stream, as one chunk, every held event it has not received.
+    /// Returns its sender when its channel is full.
+    fn feed_get(&mut self) -> Option<mpsc::Sender<Bytes>> {
         let get = self.get.as_mut()?;
         let (chunk, last) = self.replay.chunk_after(get.cursor)?;
         match get.tx.try_send(chunk) {

@@ -156,6 +156,11 @@ impl ReplayBuffer {
         self.last_id
     }
 
+    /// How many events it keeps.
+    pub(crate) fn cap(&self) -> u64 {
+        self.cap as u64
+    }
+
     /// Id of the oldest event still held.
     pub(crate) fn oldest_id(&self) -> Option<u64> {
         self.events.front().map(|(id, _)| *id)

@@ -218,3 +218,35 @@ async fn a_cancelled_requests_post_gets_request_cancelled() {
     assert_eq!(v["error"]["code"], -32800);
     assert!(post_rx.recv().await.is_none(), "the POST ends");
 }
+
+#[tokio::test]
+async fn a_burst_larger_than_the_replay_buffer_reaches_the_get_stream_whole() {
+    // replay_events is 8; 50 events are queued before the actor drains them in one
+    // batch. None may be evicted before the GET stream got it (the loadgen run that
+    // "lost" 487 of 200,000 updates: a 1,511-event batch through a 1,024-event buffer).
+    let (cmd, outbox, _closed) = actor(1000);
+    let (tx, mut rx) = mpsc::channel(1);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    cmd.send(SessionCmd::Get {
+        last_event_id: None,
+        tx,
+        ack,
+    })
+    .await
+    .unwrap();
+    assert!(acked.await.unwrap());
+    for i in 0..50 {
+        outbox.push(outbound(OutKind::Notification, None, &format!("n{i}")));
+    }
+    let mut text = String::new();
+    while !text.contains("data: n49\n") {
+        let chunk = recv(&mut rx).await.expect("the GET stream stays open");
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let ids: Vec<u64> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .map(|n| n.parse().unwrap())
+        .collect();
+    assert_eq!(ids, (1..=50).collect::<Vec<u64>>(), "{text}");
+}

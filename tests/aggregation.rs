@@ -8,21 +8,24 @@ use common::*;
 use serde_json::{json, Value};
 
 fn two_servers(prefixes: bool, page_size: u32) -> String {
-    let p = |name: &str| {
+    servers(["a", "b"], prefixes, page_size)
+}
+
+/// Two scripted upstreams named after their config tables (`SCRIPTED_NAME`, which the
+/// `stats` tool reports), in the given config order.
+fn servers(order: [&str; 2], prefixes: bool, page_size: u32) -> String {
+    let mut config = "[listen]\nhttp = \"127.0.0.1:0\"\n".to_owned();
+    for name in order {
+        config.push_str(&format!(
+            "[servers.{name}]\ncommand = {cmd:?}\n\
+             env = {{ SCRIPTED_NAME = \"{name}\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n",
+            cmd = scripted_upstream(),
+        ));
         if prefixes {
-            format!("prefix = \"{name}\"\n")
-        } else {
-            String::new()
+            config.push_str(&format!("prefix = \"{name}\"\n"));
         }
-    };
-    format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\
-         [servers.a]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"a\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pa}\
-         [servers.b]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"b\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pb}",
-        cmd = scripted_upstream(),
-        pa = p("a"),
-        pb = p("b"),
-    )
+    }
+    config
 }
 
 fn names(items: &Value, key: &str) -> Vec<String> {
@@ -103,9 +106,10 @@ async fn with_prefixes_both_servers_show_and_calls_route_to_the_right_one() {
     assert_eq!(sb["by_uri"]["resources/read"]["test://static/1"], 1, "{sb}");
 }
 
-#[tokio::test]
-async fn without_prefixes_the_first_server_wins_collisions() {
-    let d = Daemon::start(&two_servers(false, 100)).await;
+/// Without prefixes, every tool and URI of the two identical servers collides: the
+/// server first in config order must show and serve them, whichever it is.
+async fn first_in_config_order_wins(order: [&str; 2]) {
+    let d = Daemon::start(&servers(order, false, 100)).await;
     let mut c = HttpClient::connect(&d.url, json!({})).await;
     let (tools, _) = list_all(&mut c, "tools/list", "tools", "name").await;
     assert_eq!(
@@ -114,15 +118,38 @@ async fn without_prefixes_the_first_server_wins_collisions() {
         "one echo, not two: {tools:?}"
     );
     c.tool("echo", json!({"text": "x"})).await;
-    // `stats` itself collides too and goes to a: a saw the echo.
+    // `stats` collides too: the server that answers it names itself, and it is the
+    // one that received the echo.
     let s = c.tool("stats", json!({})).await;
+    assert_eq!(
+        s["name"], order[0],
+        "the first configured server answers: {s}"
+    );
     assert_eq!(tool_calls(&s, "echo"), 1, "{s}");
+
     let (uris, _) = list_all(&mut c, "resources/list", "resources", "uri").await;
     assert_eq!(
         uris.iter().filter(|u| *u == "test://static/1").count(),
         1,
         "{uris:?}"
     );
+    let read = c
+        .call("resources/read", json!({"uri": "test://static/1"}))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "test://static/1 v0");
+    let s = c.tool("stats", json!({})).await;
+    assert_eq!(s["name"], order[0], "{s}");
+    assert_eq!(s["by_uri"]["resources/read"]["test://static/1"], 1, "{s}");
+}
+
+#[tokio::test]
+async fn without_prefixes_the_first_server_wins_collisions() {
+    first_in_config_order_wins(["a", "b"]).await;
+}
+
+#[tokio::test]
+async fn without_prefixes_swapping_the_config_order_swaps_the_winner() {
+    first_in_config_order_wins(["b", "a"]).await;
 }
 
 #[tokio::test]

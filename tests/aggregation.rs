@@ -8,21 +8,70 @@ use common::*;
 use serde_json::{json, Value};
 
 fn two_servers(prefixes: bool, page_size: u32) -> String {
-    let p = |name: &str| {
+    servers(["a", "b"], prefixes, page_size, None)
+}
+
+/// Two scripted upstreams named after their config tables (`SCRIPTED_NAME`, which the
+/// `stats` tool reports), in the given config order; with `logs`, each records what
+/// it receives in its own `SCRIPTED_LOG`.
+fn servers(order: [&str; 2], prefixes: bool, page_size: u32, logs: Option<&Logs>) -> String {
+    let mut config = "[listen]\nhttp = \"127.0.0.1:0\"\n".to_owned();
+    for name in order {
+        let log = logs.map_or(String::new(), |l| {
+            format!(", SCRIPTED_LOG = {:?}", l.path(name).to_str().unwrap())
+        });
+        config.push_str(&format!(
+            "[servers.{name}]\ncommand = {cmd:?}\n\
+             env = {{ SCRIPTED_NAME = \"{name}\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\"{log} }}\n",
+            cmd = scripted_upstream(),
+        ));
         if prefixes {
-            format!("prefix = \"{name}\"\n")
-        } else {
-            String::new()
+            config.push_str(&format!("prefix = \"{name}\"\n"));
         }
-    };
-    format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\
-         [servers.a]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"a\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pa}\
-         [servers.b]\ncommand = {cmd:?}\nenv = {{ SCRIPTED_NAME = \"b\", SCRIPTED_RESOURCES = \"5\", SCRIPTED_PAGE_SIZE = \"{page_size}\" }}\n{pb}",
-        cmd = scripted_upstream(),
-        pa = p("a"),
-        pb = p("b"),
-    )
+    }
+    config
+}
+
+/// The `SCRIPTED_LOG` files of one test's servers (removed on drop).
+struct Logs {
+    stem: String,
+    names: Vec<String>,
+}
+
+impl Logs {
+    fn new(names: &[&str]) -> Logs {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos();
+        Logs {
+            stem: format!("mcpmux-agg-{}-{nanos}", std::process::id()),
+            names: names.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+
+    fn path(&self, server: &str) -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("{}-{server}.jsonl", self.stem))
+    }
+
+    /// The params of every request with this method that `server` received, in order.
+    fn requests(&self, server: &str, method: &str) -> Vec<Value> {
+        std::fs::read_to_string(self.path(server))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|m| m["method"] == method && m.get("id").is_some())
+            .map(|m| m["params"].clone())
+            .collect()
+    }
+}
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        for n in &self.names {
+            let _ = std::fs::remove_file(self.path(n));
+        }
+    }
 }
 
 fn names(items: &Value, key: &str) -> Vec<String> {
@@ -103,9 +152,10 @@ async fn with_prefixes_both_servers_show_and_calls_route_to_the_right_one() {
     assert_eq!(sb["by_uri"]["resources/read"]["test://static/1"], 1, "{sb}");
 }
 
-#[tokio::test]
-async fn without_prefixes_the_first_server_wins_collisions() {
-    let d = Daemon::start(&two_servers(false, 100)).await;
+/// Without prefixes, every tool and URI of the two identical servers collides: the
+/// server first in config order must show and serve them, whichever it is.
+async fn first_in_config_order_wins(order: [&str; 2]) {
+    let d = Daemon::start(&servers(order, false, 100, None)).await;
     let mut c = HttpClient::connect(&d.url, json!({})).await;
     let (tools, _) = list_all(&mut c, "tools/list", "tools", "name").await;
     assert_eq!(
@@ -114,15 +164,38 @@ async fn without_prefixes_the_first_server_wins_collisions() {
         "one echo, not two: {tools:?}"
     );
     c.tool("echo", json!({"text": "x"})).await;
-    // `stats` itself collides too and goes to a: a saw the echo.
+    // `stats` collides too: the server that answers it names itself, and it is the
+    // one that received the echo.
     let s = c.tool("stats", json!({})).await;
+    assert_eq!(
+        s["name"], order[0],
+        "the first configured server answers: {s}"
+    );
     assert_eq!(tool_calls(&s, "echo"), 1, "{s}");
+
     let (uris, _) = list_all(&mut c, "resources/list", "resources", "uri").await;
     assert_eq!(
         uris.iter().filter(|u| *u == "test://static/1").count(),
         1,
         "{uris:?}"
     );
+    let read = c
+        .call("resources/read", json!({"uri": "test://static/1"}))
+        .await;
+    assert_eq!(read["result"]["contents"][0]["text"], "test://static/1 v0");
+    let s = c.tool("stats", json!({})).await;
+    assert_eq!(s["name"], order[0], "{s}");
+    assert_eq!(s["by_uri"]["resources/read"]["test://static/1"], 1, "{s}");
+}
+
+#[tokio::test]
+async fn without_prefixes_the_first_server_wins_collisions() {
+    first_in_config_order_wins(["a", "b"]).await;
+}
+
+#[tokio::test]
+async fn without_prefixes_swapping_the_config_order_swaps_the_winner() {
+    first_in_config_order_wins(["b", "a"]).await;
 }
 
 #[tokio::test]
@@ -178,4 +251,131 @@ async fn the_same_uri_on_two_servers_is_two_subscriptions() {
     let sb = on_a.tool("b__stats", json!({})).await;
     assert_eq!(sa["subscribed"], json!(["test://static/1"]));
     assert_eq!(sb["subscribed"], json!([]));
+}
+
+/// `completion/complete` for a prompt ref, with a partial `name` argument.
+fn prompt_completion(name: &str) -> Value {
+    json!({"ref": {"type": "ref/prompt", "name": name},
+           "argument": {"name": "name", "value": "A"}})
+}
+
+/// `completion/complete` for a resource (template) ref, with a partial `id` argument.
+fn resource_completion(uri: &str) -> Value {
+    json!({"ref": {"type": "ref/resource", "uri": uri},
+           "argument": {"name": "id", "value": "b"}})
+}
+
+fn completion_values(r: &Value) -> Value {
+    r.get("result")
+        .unwrap_or_else(|| panic!("completion failed: {r}"))["completion"]["values"]
+        .clone()
+}
+
+#[tokio::test]
+async fn completions_route_by_their_ref_to_the_server_that_owns_it() {
+    let logs = Logs::new(&["a", "b"]);
+    let d = Daemon::start(&servers(["a", "b"], true, 100, Some(&logs))).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let (prompts, _) = list_all(&mut c, "prompts/list", "prompts", "name").await;
+    assert!(prompts.contains(&"b__greet".to_string()), "{prompts:?}");
+    let (templates, _) = list_all(
+        &mut c,
+        "resources/templates/list",
+        "resourceTemplates",
+        "uriTemplate",
+    )
+    .await;
+    assert!(
+        templates.contains(&"a+test://dynamic/{id}".to_string()),
+        "{templates:?}"
+    );
+
+    // A prompt ref goes to the prompt's server, under the server's own name.
+    let r = c
+        .call("completion/complete", prompt_completion("b__greet"))
+        .await;
+    assert_eq!(completion_values(&r), json!(["Alice"]), "{r}");
+    let seen = logs.requests("b", "completion/complete");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0]["ref"],
+        json!({"type": "ref/prompt", "name": "greet"})
+    );
+    assert_eq!(seen[0]["argument"], json!({"name": "name", "value": "A"}));
+    assert_eq!(
+        logs.requests("a", "completion/complete"),
+        Vec::<Value>::new()
+    );
+
+    // A resource template ref goes to the template's server, under its own URI.
+    let r = c
+        .call(
+            "completion/complete",
+            resource_completion("a+test://dynamic/{id}"),
+        )
+        .await;
+    assert_eq!(completion_values(&r), json!(["blob-1"]), "{r}");
+    let seen = logs.requests("a", "completion/complete");
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    assert_eq!(
+        seen[0]["ref"],
+        json!({"type": "ref/resource", "uri": "test://dynamic/{id}"})
+    );
+    assert_eq!(logs.requests("b", "completion/complete").len(), 1);
+
+    // Refs no server owns get a JSON-RPC error from mcpmux, and reach no server.
+    for (params, why) in [
+        (prompt_completion("greet"), "unknown prompt"),
+        (prompt_completion("nope"), "unknown prompt"),
+        (resource_completion("nobody://x/{id}"), "no upstream serves"),
+        (
+            json!({"ref": {"type": "ref/tool", "name": "a__echo"},
+                   "argument": {"name": "x", "value": ""}}),
+            "ref/prompt or ref/resource",
+        ),
+        (
+            json!({"argument": {"name": "x", "value": ""}}),
+            "ref/prompt or ref/resource",
+        ),
+    ] {
+        let r = c.call("completion/complete", params.clone()).await;
+        assert_eq!(r["error"]["code"], -32602, "{params}: {r}");
+        let msg = r["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(why), "{params}: {msg}");
+    }
+    assert_eq!(logs.requests("a", "completion/complete").len(), 1);
+    assert_eq!(logs.requests("b", "completion/complete").len(), 1);
+}
+
+#[tokio::test]
+async fn without_prefixes_completions_go_to_the_first_server_that_owns_the_ref() {
+    // b first in config order: it owns the colliding prompt and template.
+    let logs = Logs::new(&["a", "b"]);
+    let d = Daemon::start(&servers(["b", "a"], false, 100, Some(&logs))).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let r = c
+        .call("completion/complete", prompt_completion("greet"))
+        .await;
+    assert_eq!(completion_values(&r), json!(["Alice"]), "{r}");
+    let r = c
+        .call(
+            "completion/complete",
+            resource_completion("test://dynamic/{id}"),
+        )
+        .await;
+    assert_eq!(completion_values(&r), json!(["blob-1"]), "{r}");
+    let seen = logs.requests("b", "completion/complete");
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(
+        seen[0]["ref"],
+        json!({"type": "ref/prompt", "name": "greet"})
+    );
+    assert_eq!(
+        seen[1]["ref"],
+        json!({"type": "ref/resource", "uri": "test://dynamic/{id}"})
+    );
+    assert_eq!(
+        logs.requests("a", "completion/complete"),
+        Vec::<Value>::new()
+    );
 }

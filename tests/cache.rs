@@ -14,6 +14,13 @@ async fn daemon() -> Daemon {
     Daemon::start(&scripted_config(LISTEN, "", "")).await
 }
 
+/// Subscribes `c` to `uri` and asserts the answer was a success (`{}`): every test
+/// below relies on the subscription for the read to be cached (or not).
+async fn subscribe(c: &mut HttpClient, uri: &str) {
+    let r = c.call("resources/subscribe", json!({"uri": uri})).await;
+    assert_eq!(r.get("result"), Some(&json!({})), "subscribe {uri}: {r}");
+}
+
 async fn upstream_reads(c: &mut HttpClient, uri: &str) -> u64 {
     let stats = c.tool("stats", json!({})).await;
     stats["by_uri"]["resources/read"][uri].as_u64().unwrap_or(0)
@@ -37,10 +44,7 @@ async fn fifty_readers_one_upstream_read_per_change() {
     let uri = "test://static/1";
     let mut cs = clients(&d.url, 50).await;
     for c in cs.iter_mut() {
-        assert_eq!(
-            c.call("resources/subscribe", json!({"uri": uri})).await["result"],
-            json!({})
-        );
+        subscribe(c, uri).await;
     }
     let answers = read_all(&mut cs, uri).await;
     for a in &answers {
@@ -84,7 +88,7 @@ async fn a_read_that_raced_an_update_is_not_cached() {
     let uri = "test://static/3";
     let mut c = HttpClient::connect(&d.url, json!({})).await;
     let mut ctl = HttpClient::connect(&d.url, json!({})).await;
-    c.call("resources/subscribe", json!({"uri": uri})).await;
+    subscribe(&mut c, uri).await;
     ctl.tool("hold_reads", json!({"uri": uri})).await;
     let url = d.url.clone();
     let reader = tokio::spawn(async move {
@@ -120,7 +124,7 @@ async fn an_upstream_read_error_reaches_every_waiter_and_is_not_cached() {
     let uri = "test://static/7";
     let mut cs = clients(&d.url, 10).await;
     for c in cs.iter_mut() {
-        c.call("resources/subscribe", json!({"uri": uri})).await;
+        subscribe(c, uri).await;
     }
     let mut ctl = HttpClient::connect(&d.url, json!({})).await;
     ctl.tool(
@@ -147,7 +151,7 @@ async fn an_upstream_read_error_reaches_every_waiter_and_is_not_cached() {
     );
     ctl.tool("clear_faults", json!({})).await;
     let mut again = HttpClient::connect(&d.url, json!({})).await;
-    again.call("resources/subscribe", json!({"uri": uri})).await;
+    subscribe(&mut again, uri).await;
     let ok = again.call("resources/read", json!({"uri": uri})).await;
     assert!(ok.get("result").is_some(), "{ok}");
     assert_eq!(
@@ -162,7 +166,7 @@ async fn a_blob_round_trips_byte_exact_through_the_cache() {
     let d = daemon().await;
     let uri = "test://static/2";
     let mut c = HttpClient::connect(&d.url, json!({})).await;
-    c.call("resources/subscribe", json!({"uri": uri})).await;
+    subscribe(&mut c, uri).await;
     let first = c.call("resources/read", json!({"uri": uri})).await;
     let cached = c.call("resources/read", json!({"uri": uri})).await;
     assert_eq!(

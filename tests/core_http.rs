@@ -130,12 +130,31 @@ async fn a_client_that_declared_no_subscribe_gets_an_error_and_causes_no_upstrea
     );
     let stats = c.tool("stats", json!({})).await;
     assert_eq!(count(&stats, "resources/subscribe"), 0);
-    // And it never receives updates.
+
+    // And it never receives updates, even for a URI that another client holds, so
+    // the update really is fanned out.
+    let mut holder = HttpClient::connect(&d.url, json!({})).await;
+    assert_eq!(
+        holder
+            .call("resources/subscribe", json!({"uri": URI}))
+            .await["result"],
+        json!({})
+    );
     c.tool("emit_update", json!({"uri": URI})).await;
+    let update = holder.next_event().await;
+    assert_eq!(update["method"], "notifications/resources/updated");
+    assert_eq!(update["params"]["uri"], URI);
+    // The update has been queued for every client it goes to. A broadcast marker sent
+    // after it proves that `c`'s stream delivered everything sent before it.
     c.tool("emit_list_changed", json!({"kind": "prompts"}))
         .await;
     assert_eq!(
         c.next_event().await["method"],
+        "notifications/prompts/list_changed",
+        "the client that declared no subscribe got something else first"
+    );
+    assert_eq!(
+        holder.next_event().await["method"],
         "notifications/prompts/list_changed"
     );
 }

@@ -63,7 +63,8 @@
 //! `stats` returns (maps sorted by key; the `stats` call itself is already counted):
 //!
 //! ```text
-//! { "counts":     { "<method>" | "<response>" | "<parse_error>" | "<invalid>": n },
+//! { "name":       "<SCRIPTED_NAME>",            // which server answered (aggregation tests)
+//!   "counts":     { "<method>" | "<response>" | "<parse_error>" | "<invalid>": n },
 //!   "by_uri":     { "<method>": { "<params.uri>": n } },
 //!   "tools":      { "<tools/call params.name>": n },
 //!   "subscribed": [ "<uri>", ... ],             // sorted

@@ -415,9 +415,10 @@ impl Server {
         Outcome::Parked
     }
 
-    /// The `stats` output: `{counts, by_uri, tools, subscribed, versions, pending}`.
+    /// The `stats` output: `{name, counts, by_uri, tools, subscribed, versions, pending}`.
     pub fn stats(&self) -> Value {
         let mut stats = self.recorder.stats();
+        stats["name"] = json!(self.config.name);
         stats["subscribed"] = json!(self.subscribed);
         stats["versions"] = json!(self.versions);
         stats["pending"] = json!({

@@ -167,6 +167,23 @@ impl Catalog {
         self.pages.get(&(u, kind))?.get(cursor)
     }
 
+    /// Whether every page of an upstream's list is known (the page chain from the
+    /// first page ends).
+    pub fn list_complete(&self, u: UpstreamId, kind: ListKind) -> bool {
+        let Some(pages) = self.pages.get(&(u, kind)) else {
+            return false;
+        };
+        let mut cursor: Option<String> = None;
+        for _ in 0..=pages.len() {
+            match pages.get(&cursor) {
+                None => return false,
+                Some(Page { next: None, .. }) => return true,
+                Some(Page { next, .. }) => cursor = next.clone(),
+            }
+        }
+        false
+    }
+
     /// Drops what is known of an upstream's list (list_changed, restart, down).
     pub fn forget(&mut self, u: UpstreamId, kind: ListKind) {
         if self.pages.remove(&(u, kind)).is_some() {
@@ -216,8 +233,12 @@ impl Catalog {
         if let Some(hit) = self.routes.get(&kind).and_then(|t| t.get(exposed)) {
             return Some(hit.clone());
         }
-        // A prefixed name of a server whose list is not known (yet).
+        // A prefixed name of a server whose list is not known (yet). Once its whole
+        // list is known, a name it does not list is no name of it.
         for &u in candidates {
+            if self.list_complete(u, kind) {
+                continue;
+            }
             if let Some(p) = self.prefix(u) {
                 if let Some(rest) = exposed
                     .strip_prefix(p)
@@ -420,6 +441,36 @@ mod tests {
         assert_eq!(
             c.present(B, ListKind::Tools, &tools(&["echo"]).items)[0]["name"],
             "b__echo"
+        );
+        // b's whole list is known and has no `nope`: not a name of b.
+        assert_eq!(c.route_name(ListKind::Tools, "b__nope", &[A, B]), None);
+    }
+
+    #[test]
+    fn a_prefixed_name_routes_while_the_list_is_not_complete() {
+        let mut c = Catalog::new(naming(&[Some("a")]));
+        assert_eq!(
+            c.route_name(ListKind::Tools, "a__later", &[A]),
+            Some((A, "later".into())),
+            "nothing known yet"
+        );
+        let first = Page {
+            next: Some("p2".into()),
+            ..tools(&["echo"])
+        };
+        c.record(A, ListKind::Tools, None, first);
+        assert!(!c.list_complete(A, ListKind::Tools));
+        assert_eq!(
+            c.route_name(ListKind::Tools, "a__later", &[A]),
+            Some((A, "later".into())),
+            "page 2 not known yet"
+        );
+        c.record(A, ListKind::Tools, Some("p2".into()), tools(&["more"]));
+        assert!(c.list_complete(A, ListKind::Tools));
+        assert_eq!(c.route_name(ListKind::Tools, "a__later", &[A]), None);
+        assert_eq!(
+            c.route_name(ListKind::Tools, "a__more", &[A]),
+            Some((A, "more".into()))
         );
     }
 

@@ -15,11 +15,14 @@
 //! # Task graph
 //!
 //! ```text
-//! client session tasks ──HubEvent──▶ ┌──────────────────────┐ ──Outbound (outbox push)──▶ client writers
-//!                                    │ hub: owns the state  │
-//! upstream actors      ──HubEvent──▶ │ (pure state+effects) │ ──UpstreamCmd (try_send)──▶ upstream actors
-//!                                    └──────────────────────┘
+//! client sessions ──ClientEvent──────────▶ ┌──────────────────────┐ ──Outbound (outbox push)──▶ client writers
+//!   (ClientLink)                           │ hub: owns the state  │
+//! upstream actors ──(id, UpstreamEvent)───▶ │ (pure state+effects) │ ──UpstreamCmd (try_send)──▶ upstream actors
+//!   (UpstreamLink)                         └──────────────────────┘
 //! ```
+//!
+//! Dependencies point one way: the hub imports `downstream` and `upstream` (their link
+//! and event types, outboxes, actor handles); neither imports the hub.
 
 pub mod config;
 pub mod downstream;

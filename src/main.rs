@@ -124,7 +124,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let http = tokio::spawn(serve_http(
         listener,
         settings,
-        core.hub.clone(),
+        core.hub.clients().clone(),
         shutdown.clone(),
     ));
     // The one line scripts wait for (docs/architecture.md, "Commands and configuration");
@@ -154,7 +154,7 @@ async fn stdio(cfg: Config) -> anyhow::Result<()> {
     let served = mcpmux::downstream::stdio::serve_stream(
         tokio::io::stdin(),
         tokio::io::stdout(),
-        core.hub.clone(),
+        core.hub.clients().clone(),
         cfg.limits.max_message_bytes,
         cfg.limits.client_queue,
     );

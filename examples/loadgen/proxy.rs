@@ -71,7 +71,7 @@ impl Proxy {
         let server = rt.spawn(serve_http(
             listener,
             settings,
-            core.hub.clone(),
+            core.hub.clients().clone(),
             stop.clone(),
         ));
         Ok(Proxy {

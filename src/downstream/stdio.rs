@@ -10,8 +10,8 @@ use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
+use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::{OutKind, Outbound, Outbox};
-use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
 use crate::protocol::{code, Incoming, Message, ParseError, RawId};
 
@@ -22,10 +22,10 @@ use crate::protocol::{code, Incoming, Message, ParseError, RawId};
 pub async fn serve_stream<R, W>(
     reader: R,
     writer: W,
-    hub: HubHandle,
+    hub: ClientLink,
     max_line: usize,
     queue: usize,
-) -> Result<(), crate::hub::AdmitError>
+) -> Result<(), crate::downstream::link::AdmitError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,

@@ -1,42 +1,23 @@
-//! The hub's inbox and the handle every other task uses to reach it.
+//! The hub's three inboxes and the handle the rest of the program uses to reach it.
 //!
-//! Client sessions and upstream actors send [`HubEvent`]s; the hub answers through
-//! outboxes ([`crate::downstream::outbox`]) and upstream command channels, never
-//! through this channel. Sending here may wait (backpressure from the hub to a client
-//! reader or an upstream reader is fine); the hub itself never waits on anyone.
-
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+//! Client sessions send [`ClientEvent`]s on their [`ClientLink`], upstream actors
+//! send their events on their [`UpstreamLink`]: both channel types belong to the
+//! senders, so neither downstream nor upstream code imports the hub. The hub answers
+//! through outboxes ([`crate::downstream::outbox`]) and upstream command channels,
+//! never through these channels. [`HubHandle`] bundles the two links with the control
+//! channel (statistics, the shutdown drain) for the code that wires everything up.
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::downstream::outbox::Outbox;
-use crate::protocol::Message;
-use crate::state::ids::{ClientId, UpstreamId};
-use crate::upstream::UpstreamEvent;
+pub use crate::downstream::link::{AdmitError, ClientEvent, ClientLink, HubGone};
+use crate::state::ids::UpstreamId;
+use crate::upstream::{UpstreamEvent, UpstreamLink};
 
-/// Everything the hub reacts to.
+/// Requests about the hub itself.
 #[derive(Debug)]
-pub enum HubEvent {
-    /// A new client session asks to be admitted (limits are checked by the hub).
-    ClientOpened {
-        client: ClientId,
-        outbox: Arc<Outbox>,
-        reply: oneshot::Sender<Result<(), AdmitError>>,
-    },
-    /// One well-formed JSON-RPC message from a client (batches are split before).
-    ClientMessage { client: ClientId, msg: Message },
-    /// The client session ended (EOF, DELETE, expiry, write error).
-    ClientClosed {
-        client: ClientId,
-        reason: &'static str,
-    },
-    /// Something happened on an upstream.
-    Upstream {
-        upstream: UpstreamId,
-        event: UpstreamEvent,
-    },
-    /// Introspection for tests, `check`-style status and benchmarks.
+pub enum Control {
+    /// Introspection for tests, status and benchmarks. Answered after every client
+    /// and upstream event queued before it was handled.
     Stats(oneshot::Sender<HubStats>),
     /// Shutting down: refuse new clients and requests, and answer `done` (with the
     /// number of requests cut) once every request in flight is answered, or at
@@ -45,15 +26,6 @@ pub enum HubEvent {
         until: tokio::time::Instant,
         done: oneshot::Sender<usize>,
     },
-}
-
-/// Why a client was not admitted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AdmitError {
-    #[error("too many clients (limits.max_clients = {0})")]
-    TooManyClients(usize),
-    #[error("mcpmux is shutting down")]
-    ShuttingDown,
 }
 
 /// A snapshot of the hub's tables (sizes only).
@@ -80,81 +52,89 @@ pub struct HubStats {
     pub cache_entries: usize,
 }
 
-/// Cheap, cloneable handle to the hub.
-#[derive(Debug, Clone)]
-pub struct HubHandle {
-    tx: mpsc::Sender<HubEvent>,
-    next_client: Arc<AtomicU64>,
+/// The receiving ends, owned by the hub task.
+pub(crate) struct Inboxes {
+    pub clients: mpsc::Receiver<ClientEvent>,
+    pub upstreams: mpsc::Receiver<(UpstreamId, UpstreamEvent)>,
+    pub control: mpsc::Receiver<Control>,
 }
 
-/// The hub has stopped; the caller should wind down.
-#[derive(Debug, Clone, Copy, thiserror::Error)]
-#[error("the hub has stopped")]
-pub struct HubGone;
+/// Cheap, cloneable handle to the hub: its client and upstream links, and control.
+#[derive(Debug, Clone)]
+pub struct HubHandle {
+    clients: ClientLink,
+    upstreams: UpstreamLink,
+    control: mpsc::Sender<Control>,
+}
 
 impl HubHandle {
-    pub(crate) fn new(tx: mpsc::Sender<HubEvent>) -> Self {
-        HubHandle {
-            tx,
-            next_client: Arc::new(AtomicU64::new(1)),
-        }
+    /// New channels of `capacity` each: the handle and the hub's receiving ends.
+    pub(crate) fn channels(capacity: usize) -> (HubHandle, Inboxes) {
+        let (ctx, clients) = mpsc::channel(capacity);
+        let (utx, upstreams) = mpsc::channel(capacity);
+        let (control_tx, control) = mpsc::channel(16);
+        let handle = HubHandle {
+            clients: ClientLink::new(ctx),
+            upstreams: UpstreamLink::new(utx),
+            control: control_tx,
+        };
+        (
+            handle,
+            Inboxes {
+                clients,
+                upstreams,
+                control,
+            },
+        )
+    }
+
+    /// The link client sessions use.
+    pub fn clients(&self) -> &ClientLink {
+        &self.clients
+    }
+
+    /// The link upstream actors use.
+    pub fn upstreams(&self) -> &UpstreamLink {
+        &self.upstreams
     }
 
     /// Allocates a client id and asks the hub to admit the client.
-    pub async fn open_client(&self, outbox: Arc<Outbox>) -> Result<ClientId, AdmitError> {
-        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
-        let (reply, rx) = oneshot::channel();
-        self.tx
-            .send(HubEvent::ClientOpened {
-                client,
-                outbox,
-                reply,
-            })
-            .await
-            .map_err(|_| AdmitError::ShuttingDown)?;
-        rx.await.map_err(|_| AdmitError::ShuttingDown)??;
-        Ok(client)
+    pub async fn open_client(
+        &self,
+        outbox: std::sync::Arc<crate::downstream::outbox::Outbox>,
+    ) -> Result<crate::state::ids::ClientId, AdmitError> {
+        self.clients.open_client(outbox).await
     }
 
     /// Hands one client message to the hub.
-    pub async fn client_message(&self, client: ClientId, msg: Message) -> Result<(), HubGone> {
-        self.tx
-            .send(HubEvent::ClientMessage { client, msg })
-            .await
-            .map_err(|_| HubGone)
+    pub async fn client_message(
+        &self,
+        client: crate::state::ids::ClientId,
+        msg: crate::protocol::Message,
+    ) -> Result<(), HubGone> {
+        self.clients.client_message(client, msg).await
     }
 
-    /// Tells the hub a client is gone; it releases everything the client held.
-    pub async fn client_closed(&self, client: ClientId, reason: &'static str) {
-        let _ = self
-            .tx
-            .send(HubEvent::ClientClosed { client, reason })
-            .await;
-    }
-
-    /// Best-effort variant for `Drop` paths.
-    pub fn client_closed_now(&self, client: ClientId, reason: &'static str) {
-        if self
-            .tx
-            .try_send(HubEvent::ClientClosed { client, reason })
-            .is_err()
-        {
-            let tx = self.tx.clone();
-            tokio::spawn(async move {
-                let _ = tx.send(HubEvent::ClientClosed { client, reason }).await;
-            });
-        }
-    }
-
-    pub(crate) async fn upstream_event(
+    /// Reports an upstream event (what upstream actors do through their link).
+    pub async fn upstream_event(
         &self,
         upstream: UpstreamId,
         event: UpstreamEvent,
     ) -> Result<(), HubGone> {
-        self.tx
-            .send(HubEvent::Upstream { upstream, event })
+        self.upstreams
+            .send(upstream, event)
             .await
             .map_err(|_| HubGone)
+    }
+
+    /// Sizes of the hub's tables, after every event queued before this call.
+    pub async fn stats(&self) -> Result<HubStats, HubGone> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Stats(tx))
+            .await
+            .map_err(|_| HubGone)?;
+        rx.await.map_err(|_| HubGone)
     }
 
     /// Lets the requests in flight finish (docs/architecture.md, "Shutdown"): new
@@ -164,18 +144,8 @@ impl HubHandle {
     pub async fn drain(&self, grace: std::time::Duration) -> Result<usize, HubGone> {
         let (done, rx) = oneshot::channel();
         let until = tokio::time::Instant::now() + grace;
-        self.tx
-            .send(HubEvent::Drain { until, done })
-            .await
-            .map_err(|_| HubGone)?;
-        rx.await.map_err(|_| HubGone)
-    }
-
-    /// Sizes of the hub's tables.
-    pub async fn stats(&self) -> Result<HubStats, HubGone> {
-        let (tx, rx) = oneshot::channel();
-        self.tx
-            .send(HubEvent::Stats(tx))
+        self.control
+            .send(Control::Drain { until, done })
             .await
             .map_err(|_| HubGone)?;
         rx.await.map_err(|_| HubGone)

@@ -1,7 +1,7 @@
 //! The hub: the single owner of the proxy's shared state.
 //!
 //! One task owns the subscription registry, the pending-request table, the client
-//! table and the upstream table, and turns every [`HubEvent`] into effects: pushes to
+//! table and the upstream table, and turns every client and upstream event into effects: pushes to
 //! client outboxes and `try_send`s to upstream actors. It never awaits a client or an
 //! upstream, so one slow party can never stall another. Decisions live in
 //! [`crate::state`]; this module only wires them to channels and timers.
@@ -22,12 +22,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tokio_util::time::{delay_queue, DelayQueue};
 
-pub use handle::{AdmitError, HubEvent, HubGone, HubHandle, HubStats};
+use handle::Inboxes;
+pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
 
 use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::outbox::{CloseReason, Outbox};
@@ -37,10 +37,10 @@ use crate::state::catalog::{Catalog, UpstreamNaming};
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
-use crate::upstream::{InitInfo, UpstreamHandle};
+use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 
-/// Capacity of the hub's inbox. Senders wait when it is full (backpressure on client
-/// readers and upstream readers), the hub never does.
+/// Capacity of each of the hub's inboxes (clients, upstreams). Senders wait when one
+/// is full (backpressure on client readers and upstream readers), the hub never does.
 pub const INBOX_CAPACITY: usize = 4096;
 
 /// The hub's settings, taken from the config.
@@ -225,14 +225,25 @@ impl Hub {
         }
     }
 
-    /// Runs until `shutdown` is cancelled or every handle is dropped.
-    pub async fn run(mut self, mut inbox: mpsc::Receiver<HubEvent>, shutdown: CancellationToken) {
+    /// Runs until `shutdown` is cancelled or every client link is dropped.
+    ///
+    /// Client and upstream events arrive on two channels, taken fairly. A control
+    /// request is answered only after everything already queued on both was handled,
+    /// so `stats` after a send observes that send (what the tests rely on).
+    pub(crate) async fn run(mut self, mut inbox: Inboxes, shutdown: CancellationToken) {
         loop {
             tokio::select! {
-                ev = inbox.recv() => match ev {
-                    Some(ev) => self.handle(ev),
+                ev = inbox.clients.recv() => match ev {
+                    Some(ev) => self.on_client_event(ev),
                     None => break,
                 },
+                Some((upstream, event)) = inbox.upstreams.recv() => {
+                    self.on_upstream_event(upstream, event);
+                }
+                Some(ctl) = inbox.control.recv() => {
+                    self.catch_up(&mut inbox);
+                    self.on_control(ctl);
+                }
                 Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
                     self.on_timer(expired.into_inner());
                 }
@@ -244,9 +255,27 @@ impl Hub {
         self.shutdown();
     }
 
-    fn handle(&mut self, ev: HubEvent) {
+    /// Handles every client and upstream event queued right now.
+    fn catch_up(&mut self, inbox: &mut Inboxes) {
+        for _ in 0..inbox.clients.len() {
+            match inbox.clients.try_recv() {
+                Ok(ev) => self.on_client_event(ev),
+                Err(_) => break,
+            }
+            self.reap_doomed();
+        }
+        for _ in 0..inbox.upstreams.len() {
+            match inbox.upstreams.try_recv() {
+                Ok((upstream, event)) => self.on_upstream_event(upstream, event),
+                Err(_) => break,
+            }
+            self.reap_doomed();
+        }
+    }
+
+    fn on_client_event(&mut self, ev: ClientEvent) {
         match ev {
-            HubEvent::ClientOpened {
+            ClientEvent::Opened {
                 client,
                 outbox,
                 reply,
@@ -263,13 +292,17 @@ impl Hub {
                 };
                 let _ = reply.send(r);
             }
-            HubEvent::ClientMessage { client, msg } => self.on_client_message(client, msg),
-            HubEvent::ClientClosed { client, reason } => self.remove_client(client, reason),
-            HubEvent::Upstream { upstream, event } => self.on_upstream_event(upstream, event),
-            HubEvent::Stats(reply) => {
+            ClientEvent::Message { client, msg } => self.on_client_message(client, msg),
+            ClientEvent::Closed { client, reason } => self.remove_client(client, reason),
+        }
+    }
+
+    fn on_control(&mut self, ctl: Control) {
+        match ctl {
+            Control::Stats(reply) => {
                 let _ = reply.send(self.stats());
             }
-            HubEvent::Drain { until, done } => {
+            Control::Drain { until, done } => {
                 tracing::info!(
                     in_flight = self.pending.serving_clients().len(),
                     "draining requests in flight"
@@ -457,17 +490,17 @@ impl Hub {
 }
 
 /// Starts the hub task; returns its handle and the task, which ends after
-/// `shutdown` is cancelled and every client was released.
+/// `shutdown` is cancelled and every client was released. `build_upstreams` gets the
+/// link the upstream actors report on.
 pub fn spawn_hub(
     settings: HubSettings,
-    build_upstreams: impl FnOnce(&HubHandle) -> Vec<UpstreamSlot>,
+    build_upstreams: impl FnOnce(&UpstreamLink) -> Vec<UpstreamSlot>,
     shutdown: CancellationToken,
 ) -> (HubHandle, tokio::task::JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel(INBOX_CAPACITY);
-    let handle = HubHandle::new(tx);
-    let upstreams = build_upstreams(&handle);
+    let (handle, inboxes) = HubHandle::channels(INBOX_CAPACITY);
+    let upstreams = build_upstreams(handle.upstreams());
     let hub = Hub::new(settings, upstreams);
-    let task = tokio::spawn(hub.run(rx, shutdown));
+    let task = tokio::spawn(hub.run(inboxes, shutdown));
     (handle, task)
 }
 

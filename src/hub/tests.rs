@@ -289,9 +289,9 @@ async fn disconnect_releases_the_clients_share() {
             .await["result"],
         json!({})
     );
-    r.hub.client_closed(a.id, "test").await;
+    r.hub.clients().client_closed(a.id, "test").await;
     assert!(r.upstream_msgs().await.is_empty(), "b still holds it");
-    r.hub.client_closed(b.id, "test").await;
+    r.hub.clients().client_closed(b.id, "test").await;
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
     r.answer(&up[0], json!({})).await;
@@ -723,7 +723,7 @@ async fn clients_beyond_max_clients_are_refused_and_a_freed_slot_is_reused() {
     let _b = r.client(json!({})).await;
     let refused = r.hub.open_client(Outbox::new(4)).await;
     assert_eq!(refused, Err(AdmitError::TooManyClients(2)));
-    r.hub.client_closed(a.id, "test").await;
+    r.hub.clients().client_closed(a.id, "test").await;
     assert!(r.hub.open_client(Outbox::new(4)).await.is_ok());
 }
 

@@ -20,6 +20,29 @@ pub enum UpstreamEvent {
     Down { reason: String, retrying: bool },
 }
 
+/// The channel upstream actors report on: each event with the upstream it is about.
+/// Owned here, not by the hub, so that dependencies point one way (the hub reads it).
+#[derive(Debug, Clone)]
+pub struct UpstreamLink {
+    tx: mpsc::Sender<(UpstreamId, UpstreamEvent)>,
+}
+
+/// Whoever reads upstream events has stopped; the actor should wind down.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the hub has stopped")]
+pub struct LinkGone;
+
+impl UpstreamLink {
+    pub fn new(tx: mpsc::Sender<(UpstreamId, UpstreamEvent)>) -> Self {
+        UpstreamLink { tx }
+    }
+
+    /// Reports an event of `upstream` (waits when the hub's queue is full).
+    pub async fn send(&self, upstream: UpstreamId, event: UpstreamEvent) -> Result<(), LinkGone> {
+        self.tx.send((upstream, event)).await.map_err(|_| LinkGone)
+    }
+}
+
 /// Which of mcpmux's own upstream requests a message from the upstream belongs to, as
 /// far as the transport can tell (docs/architecture.md, "Server messages and their
 /// clients"). The hub turns the request into the client that made it.
@@ -105,7 +128,7 @@ impl Failures {
 pub(crate) struct Supervisor<'a> {
     pub id: UpstreamId,
     pub name: &'a str,
-    pub hub: &'a HubHandle,
+    pub hub: &'a UpstreamLink,
     pub restart: &'a RestartConfig,
     pub shutdown: &'a CancellationToken,
 }
@@ -126,13 +149,13 @@ impl Supervisor<'_> {
         let (count, retrying) = failures.record(lived, self.restart);
         tracing::warn!(upstream = %self.name, %reason, failures = count, retrying, "upstream session ended");
         let down = UpstreamEvent::Down { reason, retrying };
-        if self.hub.upstream_event(self.id, down).await.is_err() {
+        if self.hub.send(self.id, down).await.is_err() {
             return false;
         }
         for m in orphans {
             if self
                 .hub
-                .upstream_event(self.id, UpstreamEvent::Message(m, Related::Nothing))
+                .send(self.id, UpstreamEvent::Message(m, Related::Nothing))
                 .await
                 .is_err()
             {
@@ -204,7 +227,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
-use crate::hub::HubHandle;
 use crate::state::ids::UpstreamId;
 
 /// Commands queued per upstream before the hub's `try_send` reports it full.
@@ -216,7 +238,7 @@ pub fn spawn_upstream(
     config: ServerConfig,
     restart: RestartConfig,
     max_line: usize,
-    hub: HubHandle,
+    hub: UpstreamLink,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
 ) -> UpstreamHandle {

@@ -18,9 +18,8 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent};
+use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
-use crate::hub::HubHandle;
 use crate::protocol::codec::{Frame, JsonLines};
 use crate::protocol::{methods, Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
@@ -36,7 +35,7 @@ pub(crate) struct StdioUpstream {
     pub config: ServerConfig,
     pub restart: RestartConfig,
     pub max_line: usize,
-    pub hub: HubHandle,
+    pub hub: UpstreamLink,
     pub shutdown: CancellationToken,
 }
 
@@ -141,7 +140,7 @@ impl StdioUpstream {
         };
         if self
             .hub
-            .upstream_event(self.id, UpstreamEvent::Ready(info))
+            .send(self.id, UpstreamEvent::Ready(info))
             .await
             .is_err()
         {
@@ -164,10 +163,7 @@ impl StdioUpstream {
                             if let Some(msg) = parse_line(name, &line) {
                                 if self
                                     .hub
-                                    .upstream_event(
-                                        self.id,
-                                        UpstreamEvent::Message(msg, Related::Unknown),
-                                    )
+                                    .send(self.id, UpstreamEvent::Message(msg, Related::Unknown))
                                     .await
                                     .is_err()
                                 {

@@ -35,7 +35,7 @@ impl InProc {
         let http = tokio::spawn(serve_http(
             listener,
             settings,
-            core.hub.clone(),
+            core.hub.clients().clone(),
             shutdown.clone(),
         ));
         InProc {

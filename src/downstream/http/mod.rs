@@ -47,7 +47,7 @@ use tracing::{debug, info};
 use self::guard::GuardError;
 use self::session::{SessionCmd, SessionEntry, SessionMap};
 use crate::config::{LimitsConfig, ListenConfig};
-use crate::hub::HubHandle;
+use crate::downstream::link::ClientLink;
 use crate::protocol::{code, Message};
 
 /// Implementation-defined JSON-RPC code for transport-level refusals (matches the TS
@@ -121,7 +121,7 @@ impl HttpSettings {
 /// State shared by every request handler.
 pub(crate) struct App {
     pub settings: HttpSettings,
-    pub hub: HubHandle,
+    pub hub: ClientLink,
     pub sessions: SessionMap,
     /// Cancelled on shutdown; session actors end on it.
     pub shutdown: CancellationToken,
@@ -137,7 +137,7 @@ pub(crate) struct App {
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
-    hub: HubHandle,
+    hub: ClientLink,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     use axum::serve::ListenerExt;

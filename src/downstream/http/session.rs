@@ -43,8 +43,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::sse::{self, LastEventId, ReplayBuffer};
+use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
-use crate::hub::HubHandle;
 use crate::protocol::{Message, RawId};
 use crate::state::ids::ClientId;
 
@@ -170,7 +170,7 @@ pub(crate) struct SessionSpawn {
     pub id: String,
     pub client: ClientId,
     pub outbox: Arc<Outbox>,
-    pub hub: HubHandle,
+    pub hub: ClientLink,
     pub sessions: SessionMap,
     pub idle: Duration,
     pub replay_events: usize,
@@ -239,7 +239,7 @@ impl Actor {
         id: String,
         mut cmds: mpsc::Receiver<SessionCmd>,
         outbox: Arc<Outbox>,
-        hub: HubHandle,
+        hub: ClientLink,
         sessions: SessionMap,
         idle: Duration,
         shutdown: CancellationToken,

@@ -19,14 +19,13 @@ use super::handshake::error_chain;
 use super::post::Signal;
 use super::wire::{self, BodyKind, SessionCtx};
 use crate::config::RestartConfig;
-use crate::hub::HubHandle;
 use crate::state::ids::UpstreamId;
-use crate::upstream::{backoff, Related, UpstreamEvent};
+use crate::upstream::{backoff, Related, UpstreamEvent, UpstreamLink};
 
 /// Everything the GET stream task needs.
 pub(super) struct GetStream {
     pub ctx: Arc<SessionCtx>,
-    pub hub: HubHandle,
+    pub hub: UpstreamLink,
     pub upstream: UpstreamId,
     pub restart: RestartConfig,
     pub signals: mpsc::Sender<Signal>,
@@ -90,7 +89,7 @@ impl GetStream {
                             for m in wire::parse_data(&ev.data, name) {
                                 if self
                                     .hub
-                                    .upstream_event(
+                                    .send(
                                         self.upstream,
                                         UpstreamEvent::Message(m, Related::Nothing),
                                     )

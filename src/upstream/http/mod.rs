@@ -45,9 +45,8 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Failures, Supervisor, UpstreamCmd, UpstreamEvent};
+use super::{Failures, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
-use crate::hub::HubHandle;
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 use get_stream::GetStream;
@@ -74,7 +73,7 @@ pub(crate) struct HttpUpstream {
     pub restart: RestartConfig,
     /// `limits.max_message_bytes`: bound on one JSON body or SSE event.
     pub max_message: usize,
-    pub hub: HubHandle,
+    pub hub: UpstreamLink,
     pub shutdown: CancellationToken,
 }
 
@@ -101,7 +100,7 @@ impl HttpUpstream {
                     reason,
                     retrying: false,
                 };
-                let _ = self.hub.upstream_event(self.id, down).await;
+                let _ = self.hub.send(self.id, down).await;
                 return;
             }
         };
@@ -165,7 +164,7 @@ impl HttpUpstream {
         tracing::debug!(upstream = %endpoint.name, session = ?ctx.session_id, version = %info.protocol_version, "upstream session started");
         if self
             .hub
-            .upstream_event(self.id, UpstreamEvent::Ready(info))
+            .send(self.id, UpstreamEvent::Ready(info))
             .await
             .is_err()
         {

@@ -34,10 +34,9 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::handshake::error_chain;
 use super::wire::{self, BodyKind, SessionCtx};
-use crate::hub::HubHandle;
 use crate::protocol::{Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
-use crate::upstream::{Related, UpstreamEvent};
+use crate::upstream::{Related, UpstreamEvent, UpstreamLink};
 
 /// Wait before resuming a POST stream the server closed early without a `retry:` hint.
 pub const RESUME_DELAY: Duration = Duration::from_millis(1000);
@@ -62,7 +61,7 @@ pub(super) enum Signal {
 /// Everything one POST task needs.
 pub(super) struct Post {
     pub ctx: Arc<SessionCtx>,
-    pub hub: HubHandle,
+    pub hub: UpstreamLink,
     pub upstream: UpstreamId,
     pub signals: mpsc::Sender<Signal>,
 }
@@ -267,7 +266,7 @@ impl Post {
     /// `false` when the hub has stopped.
     async fn forward(&self, m: Message, related: Related) -> bool {
         self.hub
-            .upstream_event(self.upstream, UpstreamEvent::Message(m, related))
+            .send(self.upstream, UpstreamEvent::Message(m, related))
             .await
             .is_ok()
     }

@@ -24,8 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::session::{self, SessionCmd};
 use super::{serve_http, HttpSettings};
+use crate::downstream::link::{ClientEvent, ClientLink};
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
-use crate::hub::{HubEvent, HubHandle};
 use crate::protocol::{methods, Kind, Message, RawId};
 use crate::state::ids::ClientId;
 
@@ -35,14 +35,14 @@ pub(super) const IDLE: Duration = Duration::from_secs(60);
 pub(super) type Closed = mpsc::UnboundedReceiver<(ClientId, &'static str)>;
 
 /// Runs the fake hub; returns its handle and the `ClientClosed` record.
-pub(super) fn fake_hub() -> (HubHandle, Closed) {
+pub(super) fn fake_hub() -> (ClientLink, Closed) {
     let (tx, mut rx) = mpsc::channel(64);
     let (closed_tx, closed_rx) = mpsc::unbounded_channel();
     tokio::spawn(async move {
         let mut outboxes: HashMap<ClientId, Arc<Outbox>> = HashMap::new();
         while let Some(ev) = rx.recv().await {
             match ev {
-                HubEvent::ClientOpened {
+                ClientEvent::Opened {
                     client,
                     outbox,
                     reply,
@@ -50,20 +50,19 @@ pub(super) fn fake_hub() -> (HubHandle, Closed) {
                     outboxes.insert(client, outbox);
                     let _ = reply.send(Ok(()));
                 }
-                HubEvent::ClientMessage { client, msg } => {
+                ClientEvent::Message { client, msg } => {
                     if let Some(ob) = outboxes.get(&client) {
                         answer(ob, &msg);
                     }
                 }
-                HubEvent::ClientClosed { client, reason } => {
+                ClientEvent::Closed { client, reason } => {
                     outboxes.remove(&client);
                     let _ = closed_tx.send((client, reason));
                 }
-                _ => {}
             }
         }
     });
-    (HubHandle::new(tx), closed_rx)
+    (ClientLink::new(tx), closed_rx)
 }
 
 pub(super) fn push(ob: &Outbox, kind: OutKind, related: Option<&RawId>, msg: &Message) {

@@ -203,11 +203,7 @@ async fn shutdown_flushes_queued_commands_then_deletes_session() {
     // The unsubscribe's answer was forwarded before the actor returned.
     let mut answered = false;
     while let Ok(ev) = h.hub.try_recv() {
-        if let crate::hub::HubEvent::Upstream {
-            event: UpstreamEvent::Message(m, _),
-            ..
-        } = ev
-        {
+        if let (_, UpstreamEvent::Message(m, _)) = ev {
             answered |= m.id() == Some(&RawId::from_u64(11));
         }
     }

@@ -1,6 +1,6 @@
 //! In-process tests of the Streamable HTTP upstream actor against a scripted fake
 //! server (`fake`) on `127.0.0.1:0`, driven only through the actor contract: commands
-//! on its channel, `HubEvent::Upstream` events out of a channel-backed `HubHandle`. No
+//! on its channel, events out of a channel-backed `UpstreamLink`. No
 //! sleeps: everything is awaited on channels, with a generous timeout so a bug fails
 //! instead of hanging.
 //!
@@ -21,10 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::HttpUpstream;
 use crate::config::{RestartConfig, ServerConfig};
-use crate::hub::{HubEvent, HubHandle};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
-use crate::upstream::{InitInfo, UpstreamCmd, UpstreamEvent, QUEUE_CAPACITY};
+use crate::upstream::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink, QUEUE_CAPACITY};
 use fake::{Fake, Script, Seen};
 
 /// How long any one expected event may take before the test fails.
@@ -36,7 +35,7 @@ const CONFIGURED: (&str, &str) = ("X-Api-Key", "secret-1");
 struct Harness {
     fake: Fake,
     seen: mpsc::UnboundedReceiver<Seen>,
-    hub: mpsc::Receiver<HubEvent>,
+    hub: mpsc::Receiver<(UpstreamId, UpstreamEvent)>,
     cmds: mpsc::Sender<UpstreamCmd>,
     shutdown: CancellationToken,
     task: JoinHandle<()>,
@@ -80,7 +79,7 @@ impl Harness {
             config,
             restart,
             max_message: 1 << 20,
-            hub: HubHandle::new(hub_tx),
+            hub: UpstreamLink::new(hub_tx),
             shutdown: shutdown.clone(),
         };
         let task = tokio::spawn(actor.run(rx));
@@ -99,13 +98,9 @@ impl Harness {
             .await
             .expect("timed out waiting for an upstream event")
             .expect("the actor's hub handle was dropped");
-        match ev {
-            HubEvent::Upstream { upstream, event } => {
-                assert_eq!(upstream, UpstreamId(0));
-                event
-            }
-            other => panic!("unexpected hub event {other:?}"),
-        }
+        let (upstream, event) = ev;
+        assert_eq!(upstream, UpstreamId(0));
+        event
     }
 
     async fn ready(&mut self) -> InitInfo {

@@ -1,0 +1,107 @@
+//! The channel client sessions report on: what a client session tells the hub, and the
+//! handle every session holds to do so.
+//!
+//! Owned here, not by the hub, so that the dependencies point one way: the hub reads
+//! [`ClientEvent`]s and answers through [`Outbox`]es; downstream code never names a
+//! hub type. Sending may wait (backpressure on one client's reader is fine); the hub
+//! never waits on a client.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::downstream::outbox::Outbox;
+use crate::protocol::Message;
+use crate::state::ids::ClientId;
+
+/// What a client session tells the hub.
+#[derive(Debug)]
+pub enum ClientEvent {
+    /// A new client session asks to be admitted (limits are checked by the hub).
+    Opened {
+        client: ClientId,
+        outbox: Arc<Outbox>,
+        reply: oneshot::Sender<Result<(), AdmitError>>,
+    },
+    /// One well-formed JSON-RPC message from a client (batches are split before).
+    Message { client: ClientId, msg: Message },
+    /// The client session ended (EOF, DELETE, expiry, write error).
+    Closed {
+        client: ClientId,
+        reason: &'static str,
+    },
+}
+
+/// Why a client was not admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AdmitError {
+    #[error("too many clients (limits.max_clients = {0})")]
+    TooManyClients(usize),
+    #[error("mcpmux is shutting down")]
+    ShuttingDown,
+}
+
+/// Whoever reads client events has stopped; the session should wind down.
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("the hub has stopped")]
+pub struct HubGone;
+
+/// Cheap, cloneable handle every client session uses to reach the hub.
+#[derive(Debug, Clone)]
+pub struct ClientLink {
+    tx: mpsc::Sender<ClientEvent>,
+    next_client: Arc<AtomicU64>,
+}
+
+impl ClientLink {
+    pub fn new(tx: mpsc::Sender<ClientEvent>) -> Self {
+        ClientLink {
+            tx,
+            next_client: Arc::new(AtomicU64::new(1)),
+        }
+    }
+
+    /// Allocates a client id and asks the hub to admit the client.
+    pub async fn open_client(&self, outbox: Arc<Outbox>) -> Result<ClientId, AdmitError> {
+        let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(ClientEvent::Opened {
+                client,
+                outbox,
+                reply,
+            })
+            .await
+            .map_err(|_| AdmitError::ShuttingDown)?;
+        rx.await.map_err(|_| AdmitError::ShuttingDown)??;
+        Ok(client)
+    }
+
+    /// Hands one client message to the hub.
+    pub async fn client_message(&self, client: ClientId, msg: Message) -> Result<(), HubGone> {
+        self.tx
+            .send(ClientEvent::Message { client, msg })
+            .await
+            .map_err(|_| HubGone)
+    }
+
+    /// Tells the hub a client is gone; it releases everything the client held.
+    pub async fn client_closed(&self, client: ClientId, reason: &'static str) {
+        let _ = self.tx.send(ClientEvent::Closed { client, reason }).await;
+    }
+
+    /// Best-effort variant for `Drop` paths.
+    pub fn client_closed_now(&self, client: ClientId, reason: &'static str) {
+        if self
+            .tx
+            .try_send(ClientEvent::Closed { client, reason })
+            .is_err()
+        {
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let _ = tx.send(ClientEvent::Closed { client, reason }).await;
+            });
+        }
+    }
+}

@@ -45,6 +45,8 @@ impl Core {
                         prefix: server.prefix.clone(),
                         uri_prefixes: server.uri_prefixes.clone(),
                         unrelated: server.unrelated_messages,
+                        ttl_ms: server.ttl_ms,
+                        cache_scope: server.cache_scope,
                         declares_roots: server
                             .client_capabilities
                             .contains(&crate::config::ClientCapability::Roots),

@@ -482,6 +482,24 @@ pub struct ServerConfig {
     /// Where this server's messages that belong to no client request go.
     #[serde(default)]
     pub unrelated_messages: UnrelatedPolicy,
+    /// `ttlMs` told 2026-07-28 clients for this server's cacheable results when it
+    /// gives none (legacy servers never do). 0 = do not reuse.
+    #[serde(default)]
+    pub ttl_ms: u64,
+    /// `cacheScope` told 2026-07-28 clients likewise.
+    #[serde(default)]
+    pub cache_scope: CacheScope,
+}
+
+/// Who may reuse a cached result (`cacheScope` of 2026-07-28).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CacheScope {
+    /// Only within one authorization context.
+    #[default]
+    Private,
+    /// Any shared intermediary may serve it to anyone.
+    Public,
 }
 
 /// A client capability mcpmux can declare upstream and route.

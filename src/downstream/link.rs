@@ -22,6 +22,7 @@ pub enum ClientEvent {
     Opened {
         client: ClientId,
         outbox: Arc<Outbox>,
+        kind: ClientKind,
         reply: oneshot::Sender<Result<(), AdmitError>>,
     },
     /// One well-formed JSON-RPC message from a client (batches are split before).
@@ -30,6 +31,20 @@ pub enum ClientEvent {
     Closed {
         client: ClientId,
         reason: &'static str,
+    },
+}
+
+/// How a client speaks, decided by the transport from its first message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientKind {
+    /// A legacy session: `initialize` first, then requests under what it negotiated.
+    Legacy,
+    /// A 2026-07-28 client, already validated at the edge: one stateless request (or
+    /// listen stream) over HTTP, or a modern stdio connection. `capabilities` and
+    /// `log_level` are what its (first) request declared in `_meta`.
+    Modern {
+        capabilities: serde_json::Value,
+        log_level: Option<String>,
     },
 }
 
@@ -62,14 +77,24 @@ impl ClientLink {
         }
     }
 
-    /// Allocates a client id and asks the hub to admit the client.
+    /// Allocates a client id and asks the hub to admit a legacy client.
     pub async fn open_client(&self, outbox: Arc<Outbox>) -> Result<ClientId, AdmitError> {
+        self.open(outbox, ClientKind::Legacy).await
+    }
+
+    /// Allocates a client id and asks the hub to admit a client of `kind`.
+    pub async fn open(
+        &self,
+        outbox: Arc<Outbox>,
+        kind: ClientKind,
+    ) -> Result<ClientId, AdmitError> {
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (reply, rx) = oneshot::channel();
         self.tx
             .send(ClientEvent::Opened {
                 client,
                 outbox,
+                kind,
                 reply,
             })
             .await

@@ -37,6 +37,24 @@ impl Hub {
 
     fn on_client_request(&mut self, client: ClientId, msg: Message) {
         let id = msg.id().cloned().expect("requests have ids");
+        if self.is_modern(client) {
+            if self.shutting_down {
+                return self.reply_error(
+                    client,
+                    &id,
+                    code::UPSTREAM_UNAVAILABLE,
+                    "mcpmux is shutting down",
+                );
+            }
+            // Like a legacy handshake, a modern request waits for the upstreams'
+            // first start (and starts the lazy ones), so it can be routed.
+            self.start_lazy_upstreams();
+            if self.any_upstream_starting() {
+                self.deferred_inits.push((client, msg));
+                return;
+            }
+            return self.on_modern_request(client, id, msg);
+        }
         let method = msg.method().unwrap_or_default();
         let initialized = self.clients[&client].init.is_some();
         match method {
@@ -123,7 +141,13 @@ impl Hub {
             return;
         }
         for (client, msg) in std::mem::take(&mut self.deferred_inits) {
-            if self.clients.contains_key(&client) {
+            if !self.clients.contains_key(&client) {
+                continue;
+            }
+            if self.is_modern(client) {
+                let id = msg.id().cloned().expect("requests have ids");
+                self.on_modern_request(client, id, msg);
+            } else {
                 self.answer_initialize(client, &msg);
             }
         }
@@ -172,6 +196,7 @@ impl Hub {
             c.init = Some(ClientInit {
                 declared_subscribe,
                 capabilities: params.capabilities,
+                modern: None,
             });
         }
         self.reply(client, &id, result);
@@ -358,8 +383,10 @@ impl Hub {
         self.push_response_bytes(client, id.clone(), m.to_bytes());
     }
 
-    /// Queues an already-serialized response to the client's request `id`.
+    /// Queues an already-serialized response to the client's request `id` (in the
+    /// era's shape for a modern client).
     pub(super) fn push_response_bytes(&mut self, client: ClientId, id: RawId, bytes: bytes::Bytes) {
+        let bytes = self.modernize_response(client, &id, bytes);
         self.push(
             client,
             Outbound {

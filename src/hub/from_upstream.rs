@@ -70,8 +70,7 @@ impl Hub {
                 let n =
                     Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
                 let holders: Vec<ClientId> = self.subs.holders(&key).collect();
-                let out = notification_out(n.to_bytes(), update_key(&key), None);
-                self.fan_out(&holders, &out);
+                self.fan_out_tagged(&holders, &n, update_key(&key));
             }
         }
         // Its lists join the merged ones: clients that initialized before (it was
@@ -234,8 +233,7 @@ impl Hub {
                 if exposed != uri {
                     super::routing::set_param(&mut msg, &["uri"], &exposed);
                 }
-                let out = notification_out(msg.to_bytes(), update_key(&key), None);
-                self.fan_out(&holders, &out);
+                self.fan_out_tagged(&holders, &msg, update_key(&key));
             }
             m if methods::is_list_changed(m) => {
                 let kinds = ListKind::changed_by(m);
@@ -386,7 +384,7 @@ impl Hub {
         self.clients
             .iter()
             .filter(|(id, c)| {
-                c.init.is_some()
+                c.init.as_ref().is_some_and(|i| i.modern.is_none())
                     && match policy {
                         UnrelatedPolicy::None => false,
                         UnrelatedPolicy::LogLevel => is_log && self.log_levels.contains_key(id),
@@ -433,6 +431,13 @@ impl Hub {
             };
             return refuse(self, format!("{why} ({method})"));
         };
+        if self.is_modern(client) {
+            // 2026-07-28 has no server→client requests: MRTR carries them in results.
+            return refuse(
+                self,
+                format!("the client this request belongs to speaks 2026-07-28, which mcpmux does not bridge server requests to yet ({method})"),
+            );
+        }
         let params: serde_json::Value = msg
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -479,16 +484,21 @@ impl Hub {
         }
     }
 
-    /// Sends a notification to every initialized client.
+    /// Sends a `*/list_changed` to every initialized legacy client and to every
+    /// listen stream that asked for it (tagged).
     fn broadcast(&mut self, msg: &Message, kind: OutKind) {
+        let method = msg.method().unwrap_or_default();
         let clients: Vec<ClientId> = self
             .clients
             .iter()
-            .filter(|(_, c)| c.init.is_some())
+            .filter(|(_, c)| match c.init.as_ref().map(|i| i.modern.as_ref()) {
+                None => false,
+                Some(None) => true,
+                Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
+            })
             .map(|(id, _)| *id)
             .collect();
-        let out = notification_out(msg.to_bytes(), kind, None);
-        self.fan_out(&clients, &out);
+        self.fan_out_tagged(&clients, msg, kind);
     }
 }
 

@@ -327,6 +327,11 @@ impl Hub {
     }
 }
 
+/// The index of a log level name in [`LEVELS`] (RFC 5424 order, most verbose first).
+pub(super) fn level_index(level: &str) -> Option<u8> {
+    LEVELS.iter().position(|x| *x == level).map(|i| i as u8)
+}
+
 fn page_of(kind: ListKind, result: &Value) -> Page {
     Page {
         items: result[kind.items_key()]

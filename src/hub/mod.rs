@@ -14,6 +14,7 @@ mod effects;
 mod from_upstream;
 pub mod handle;
 mod lists;
+mod modern;
 mod read;
 mod routing;
 
@@ -30,6 +31,7 @@ use handle::Inboxes;
 pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
 
 use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
+use crate::downstream::link::ClientKind;
 use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
@@ -91,6 +93,9 @@ pub struct UpstreamSlot {
     /// Where its messages that belong to no client request go
     /// (`servers.NAME.unrelated_messages`).
     pub unrelated: UnrelatedPolicy,
+    /// `ttlMs`/`cacheScope` told modern clients for its results (it gives none).
+    pub ttl_ms: u64,
+    pub cache_scope: crate::config::CacheScope,
     /// mcpmux declared `roots` to it (`servers.NAME.client_capabilities`), so a
     /// client's `notifications/roots/list_changed` is passed on.
     pub declares_roots: bool,
@@ -134,8 +139,11 @@ struct ClientState {
 struct ClientInit {
     /// mcpmux declared `resources.subscribe` to this client.
     declared_subscribe: bool,
-    /// The client's `capabilities` from `initialize`.
+    /// The client's `capabilities` from `initialize` (for a modern client, what its
+    /// request declared in `_meta`).
     capabilities: serde_json::Value,
+    /// Set for a 2026-07-28 client.
+    modern: Option<modern::ModernClient>,
 }
 
 /// A request's deadline timer and the latest it may be pushed back to.
@@ -175,7 +183,8 @@ pub struct Hub {
     /// progress can push it back (never past the request's total limit).
     request_timers: HashMap<ProxyId, RequestTimer>,
     timers: DelayQueue<Timer>,
-    /// `initialize` requests waiting for the first start of every upstream.
+    /// `initialize` requests (and modern requests) waiting for the first start of
+    /// every upstream.
     deferred_inits: Vec<(ClientId, Message)>,
     /// Upstream requests sent, by method.
     sent: HashMap<String, u64>,
@@ -278,6 +287,7 @@ impl Hub {
             ClientEvent::Opened {
                 client,
                 outbox,
+                kind,
                 reply,
             } => {
                 let r = if self.shutting_down {
@@ -285,8 +295,26 @@ impl Hub {
                 } else if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
-                    self.clients
-                        .insert(client, ClientState { outbox, init: None });
+                    let init = match kind {
+                        ClientKind::Legacy => None,
+                        ClientKind::Modern {
+                            capabilities,
+                            log_level,
+                        } => {
+                            if let Some(level) = log_level.as_deref().and_then(lists::level_index) {
+                                self.log_levels.insert(client, level);
+                                self.sync_log_level();
+                            }
+                            // A listen is an explicit request to subscribe: in this
+                            // era it is the negotiation.
+                            Some(ClientInit {
+                                declared_subscribe: true,
+                                capabilities,
+                                modern: Some(modern::ModernClient::default()),
+                            })
+                        }
+                    };
+                    self.clients.insert(client, ClientState { outbox, init });
                     tracing::debug!(%client, "client opened");
                     Ok(())
                 };
@@ -309,6 +337,7 @@ impl Hub {
                 );
                 self.shutting_down = true;
                 self.draining = Some(done);
+                self.end_listens();
                 self.timers.insert_at(Timer::Drain, until);
                 for (client, msg) in std::mem::take(&mut self.deferred_inits) {
                     if let Some(id) = msg.id().cloned() {

@@ -53,6 +53,8 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
                 prefix,
                 uri_prefixes: vec![],
                 unrelated: Default::default(),
+                ttl_ms: 0,
+                cache_scope: Default::default(),
                 declares_roots: true,
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,

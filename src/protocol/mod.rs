@@ -4,6 +4,7 @@
 pub mod codec;
 pub mod message;
 pub mod methods;
+pub mod modern;
 
 pub use message::{
     code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,

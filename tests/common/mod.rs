@@ -188,3 +188,4 @@ impl LineClient {
 pub mod fuzz_check;
 pub mod http;
 pub mod inproc;
+pub mod modern;

@@ -25,6 +25,7 @@
 //!   200 for DELETE.
 
 mod guard;
+mod modern;
 mod post;
 mod session;
 mod sse;
@@ -199,8 +200,12 @@ async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
         }
         return resp;
     }
-    if let Err(msg) = guard::protocol_version(header_str(headers, &PROTOCOL_VERSION)) {
-        return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+    // A POST checks the version itself: a 2026-07-28 request is told which versions
+    // mcpmux speaks in the era's own error.
+    if *req.method() != Method::POST {
+        if let Err(msg) = guard::protocol_version(header_str(headers, &PROTOCOL_VERSION)) {
+            return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+        }
     }
     match *req.method() {
         Method::POST => post::handle(app, req).await,

@@ -59,10 +59,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
             "not acceptable: Accept must allow application/json or text/event-stream",
         );
     }
-    // Already validated by the endpoint.
-    let header_version = guard::protocol_version(header_str(headers, &PROTOCOL_VERSION))
-        .ok()
-        .flatten();
+    let raw_version = header_str(headers, &PROTOCOL_VERSION);
     let length = header_str(headers, &header::CONTENT_LENGTH).and_then(|v| v.parse().ok());
     let limit = app.settings.max_message_bytes;
     let bytes = match read_body(body, limit, length).await {
@@ -91,6 +88,18 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
         Err(e) => return parse_error(&e),
     };
     let session_id = header_str(headers, &SESSION_ID);
+    if let (None, Incoming::Single(Ok(msg))) = (session_id, &incoming) {
+        if super::modern::is_modern_post(raw_version, msg) {
+            let Incoming::Single(Ok(msg)) = incoming else {
+                unreachable!("matched above")
+            };
+            return super::modern::handle(app, msg, headers, accepts).await;
+        }
+    }
+    let header_version = match guard::protocol_version(raw_version) {
+        Ok(v) => v,
+        Err(msg) => return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg),
+    };
     match incoming {
         Incoming::Single(Err(e)) => parse_error(&e),
         Incoming::Single(Ok(msg)) => match session_id {

@@ -2,9 +2,10 @@
 
     python subscribe.py <url> <uri> [--timeout S]
 
-Connects with `mcp.Client(url)` over Streamable HTTP in its default mode="auto" (it first
-probes `server/discover` and falls back to `initialize` on an error: mcpmux must answer the
-probe with a fast JSON-RPC error), then: subscribes to <uri>, calls
+Connects with `mcp.Client(url, mode="legacy")` over Streamable HTTP (mcpmux serves both
+eras on one endpoint: in its default mode="auto" the client would find the 2026-07-28 era
+through `server/discover`, where `resources/subscribe` does not exist; the modern path is
+tested by modern_client.py), then: subscribes to <uri>, calls
 `toggle-subscriber-updates` (server-everything sends nothing until then), waits for one
 `notifications/resources/updated` for <uri> (delivered to `message_handler`, resolved by an
 event, bounded by --timeout), unsubscribes, calls the toggle again (off) and prints one JSON
@@ -56,7 +57,7 @@ async def run(url: str, uri: str, timeout: float) -> dict:
         counts["other_notifications"] += 1
 
     with anyio.fail_after(timeout):
-        async with Client(url, message_handler=on_message, client_info=types.Implementation(
+        async with Client(url, mode="legacy", message_handler=on_message, client_info=types.Implementation(
             name="mcpmux-interop-py", version="0.0.0"
         )) as client:
             protocol = client.protocol_version
@@ -80,7 +81,7 @@ async def run(url: str, uri: str, timeout: float) -> dict:
         raise Failed(f"transport errors: {errors[:3]}")
     return {
         "client": "python",
-        "mode": "auto",
+        "mode": "legacy",
         "protocolVersion": protocol,
         "uri": uri,
         "updates": counts["updates"],

@@ -46,6 +46,7 @@ pub(super) fn fake_hub() -> (ClientLink, Closed) {
                     client,
                     outbox,
                     reply,
+                    ..
                 } => {
                     outboxes.insert(client, outbox);
                     let _ = reply.send(Ok(()));

@@ -1,0 +1,226 @@
+//! A 2026-07-28 request over Streamable HTTP (docs/architecture.md, "Both protocol
+//! eras"): no session, everything the request needs is in it.
+//!
+//! Owns: the era's HTTP rules for a POST (header/body validation with the spec's
+//! statuses, 404 for methods the era does not have, 202 for notifications), the
+//! request's short-lived client (admitted with what its `_meta` declared, closed when
+//! the request ends), and its answer: one JSON object, or an SSE stream carrying the
+//! request's own notifications and then its response — or, for
+//! `subscriptions/listen`, the stream's notifications until either side ends it.
+//! Closing the stream (or dropping the POST) ends the client, which cancels its
+//! request upstream and releases what a listen held.
+//! Never: keeps state between requests, resumes a stream (`Last-Event-ID` has no
+//! meaning in this era), or sends a server→client request.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::guard::Accepts;
+use super::{header_str, json_response, session, sse, sse_response, App, TRANSPORT_ERROR};
+use crate::downstream::link::{ClientKind, ClientLink};
+use crate::downstream::outbox::{OutKind, Outbox};
+use crate::protocol::methods::{self, progress_token};
+use crate::protocol::modern::{self, Headers};
+use crate::protocol::{code, Kind, Message, RawId};
+use crate::state::ids::ClientId;
+
+const MCP_METHOD: header::HeaderName = header::HeaderName::from_static("mcp-method");
+const MCP_NAME: header::HeaderName = header::HeaderName::from_static("mcp-name");
+
+/// Whether a POST without a session is a modern request: its `MCP-Protocol-Version`
+/// header names 2026-07-28, or its body carries the era's `_meta` protocol version
+/// (any value: an unknown one gets -32022 with the versions mcpmux speaks).
+pub(super) fn is_modern_post(header_version: Option<&str>, msg: &Message) -> bool {
+    header_version.is_some_and(|v| modern::is_modern(v.trim()))
+        || (msg.method() != Some(methods::INITIALIZE)
+            && modern::request_meta(msg).protocol_version.is_some())
+}
+
+/// Serves one modern POST.
+pub(super) async fn handle(
+    app: Arc<App>,
+    msg: Message,
+    headers: &HeaderMap,
+    accepts: Accepts,
+) -> Response {
+    match msg.kind() {
+        // This revision defines no client notification over HTTP (closing a stream is
+        // the cancellation); accepted and ignored, as the transport rules say.
+        Kind::Notification => return StatusCode::ACCEPTED.into_response(),
+        Kind::Response => {
+            return super::error(
+                StatusCode::BAD_REQUEST,
+                code::INVALID_REQUEST,
+                "clients must not send JSON-RPC responses in protocol version 2026-07-28",
+            )
+        }
+        Kind::Request => {}
+    }
+    let h = Headers {
+        protocol_version: header_str(headers, &super::PROTOCOL_VERSION),
+        method: header_str(headers, &MCP_METHOD),
+        name: header_str(headers, &MCP_NAME),
+    };
+    let meta = match modern::validate_http(&msg, &h) {
+        Ok(m) => m,
+        Err(r) => {
+            let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
+            return json_response(status, r.to_message(&msg).to_bytes());
+        }
+    };
+    let method = msg.method().unwrap_or_default().to_owned();
+    if modern::legacy_only(&method) {
+        let why = format!(
+            "Method not found: {method} does not exist in protocol version {}",
+            modern::MODERN_VERSION
+        );
+        let m = Message::error_response(msg.id(), code::METHOD_NOT_FOUND, &why, None);
+        return json_response(StatusCode::NOT_FOUND, m.to_bytes());
+    }
+    let id = msg.id().cloned().expect("a request");
+    let outbox = Outbox::new(app.settings.client_queue);
+    let kind = ClientKind::Modern {
+        capabilities: meta.client_capabilities.unwrap_or_default(),
+        log_level: meta.log_level.clone(),
+    };
+    let client = match app.hub.open(outbox.clone(), kind).await {
+        Ok(c) => c,
+        Err(e) => {
+            return super::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                TRANSPORT_ERROR,
+                &e.to_string(),
+            )
+        }
+    };
+    let listen = method == methods::SUBSCRIPTIONS_LISTEN;
+    let sse = accepts.sse
+        && (listen
+            || progress_token(msg.params()).is_some()
+            || meta.log_level.is_some()
+            || !accepts.json);
+    let mut guard = CloseOnDrop {
+        link: Some(app.hub.clone()),
+        client,
+    };
+    if app.hub.client_message(client, msg).await.is_err() {
+        return super::error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TRANSPORT_ERROR,
+            "mcpmux is shutting down",
+        );
+    }
+    if sse {
+        let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+        let link = guard.link.take().expect("set above");
+        app.tracker
+            .spawn(stream(outbox, link, client, id, tx, app.shutdown.clone()));
+        return sse_response(rx);
+    }
+    // JSON: wait here for the response; if the client goes away first, the guard
+    // ends the request's client (cancelling it upstream).
+    let answer = answer(&outbox, &id).await;
+    if let Some(link) = guard.link.take() {
+        link.client_closed(client, "answered").await;
+    }
+    match answer {
+        Some(bytes) => {
+            let status = if is_method_not_found(&bytes) {
+                StatusCode::NOT_FOUND
+            } else {
+                StatusCode::OK
+            };
+            json_response(status, bytes)
+        }
+        None => {
+            let m = Message::error_response(
+                Some(&id),
+                code::INTERNAL_ERROR,
+                "no response: the request was cancelled or mcpmux is shutting down",
+                None,
+            );
+            json_response(StatusCode::OK, m.to_bytes())
+        }
+    }
+}
+
+/// Waits for the response to `id` on the request's outbox (other messages have no
+/// stream to go to in a JSON answer and are dropped). `None` when the outbox closes.
+async fn answer(outbox: &Outbox, id: &RawId) -> Option<bytes::Bytes> {
+    let mut batch = Vec::new();
+    loop {
+        outbox.drain(&mut batch).ok()?;
+        for o in batch.drain(..) {
+            if o.kind == OutKind::Response && o.related.as_ref() == Some(id) {
+                return Some(o.bytes);
+            }
+        }
+        outbox.ready().await;
+    }
+}
+
+/// Whether a JSON-RPC response is a -32601 error (HTTP 404 in this era).
+fn is_method_not_found(bytes: &[u8]) -> bool {
+    serde_json::from_slice::<serde_json::Value>(bytes)
+        .is_ok_and(|v| v["error"]["code"] == serde_json::json!(code::METHOD_NOT_FOUND))
+}
+
+/// Writes the request's messages to its SSE stream until its response (or, for a
+/// listen, until either side ends it), then ends its client.
+async fn stream(
+    outbox: Arc<Outbox>,
+    link: ClientLink,
+    client: ClientId,
+    id: RawId,
+    tx: mpsc::Sender<bytes::Bytes>,
+    shutdown: CancellationToken,
+) {
+    let mut batch = Vec::new();
+    let reason = loop {
+        if outbox.drain(&mut batch).is_err() {
+            break "outbox closed";
+        }
+        let mut chunk = BytesMut::new();
+        let mut done = false;
+        for o in batch.drain(..) {
+            if o.kind == OutKind::Release {
+                done = true;
+                continue;
+            }
+            sse::write_event(&mut chunk, None, &o.bytes);
+            done |= o.kind == OutKind::Response && o.related.as_ref() == Some(&id);
+        }
+        if !chunk.is_empty() && tx.send(chunk.freeze()).await.is_err() {
+            break "stream closed by the client";
+        }
+        if done {
+            break "answered";
+        }
+        tokio::select! {
+            _ = outbox.ready() => {}
+            _ = tx.closed() => break "stream closed by the client",
+            _ = shutdown.cancelled() => break "shutdown",
+        }
+    };
+    link.client_closed(client, reason).await;
+}
+
+/// Ends the request's client if the handler is dropped before it did (the HTTP client
+/// went away while a JSON answer was pending).
+struct CloseOnDrop {
+    link: Option<ClientLink>,
+    client: ClientId,
+}
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        if let Some(link) = self.link.take() {
+            link.client_closed_now(self.client, "request abandoned by the client");
+        }
+    }
+}

@@ -1,0 +1,366 @@
+//! The 2026-07-28 ("modern") era at the edge: the per-request `_meta` fields, the
+//! Streamable HTTP header rules, and the era's error codes (docs/architecture.md,
+//! "Both protocol eras").
+//!
+//! Pure: reads a parsed [`Message`] and header values, returns what the request
+//! declares or why it must be refused (with the HTTP status the spec gives). Never
+//! does I/O, never knows about sessions, upstreams or subscriptions.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::{Message, SUPPORTED_VERSIONS};
+
+/// The modern protocol version mcpmux speaks.
+pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// Keys of the per-request and per-message `_meta` fields.
+pub mod meta {
+    pub const PROTOCOL_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    pub const CLIENT_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    pub const CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+    pub const LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
+    pub const SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+    pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+}
+
+/// Error codes the modern era defines.
+pub mod code {
+    /// HTTP headers and body disagree, or a required header is missing (HTTP 400).
+    pub const HEADER_MISMATCH: i64 = -32020;
+    /// The request needs a client capability it did not declare (HTTP 400).
+    pub const MISSING_CAPABILITY: i64 = -32021;
+    /// The requested protocol version is not supported (HTTP 400).
+    pub const UNSUPPORTED_VERSION: i64 = -32022;
+}
+
+/// Every version mcpmux speaks, newest first: the modern one, then the legacy ones.
+pub fn supported_versions() -> Vec<&'static str> {
+    std::iter::once(MODERN_VERSION)
+        .chain(SUPPORTED_VERSIONS.iter().copied())
+        .collect()
+}
+
+pub fn is_modern(version: &str) -> bool {
+    version == MODERN_VERSION
+}
+
+/// What a modern request declares about itself in `params._meta`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestMeta {
+    pub protocol_version: Option<String>,
+    pub client_capabilities: Option<Value>,
+    pub log_level: Option<String>,
+}
+
+/// Reads the per-request fields of `params._meta` (absent ones are `None`).
+pub fn request_meta(msg: &Message) -> RequestMeta {
+    #[derive(Deserialize)]
+    struct P {
+        #[serde(rename = "_meta", default)]
+        meta: Option<serde_json::Map<String, Value>>,
+    }
+    let Some(m) = msg
+        .params()
+        .and_then(|p| serde_json::from_str::<P>(p.get()).ok())
+        .and_then(|p| p.meta)
+    else {
+        return RequestMeta::default();
+    };
+    RequestMeta {
+        protocol_version: m
+            .get(meta::PROTOCOL_VERSION)
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+        client_capabilities: m.get(meta::CLIENT_CAPABILITIES).cloned(),
+        log_level: m
+            .get(meta::LOG_LEVEL)
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    }
+}
+
+/// Why a modern request is refused before it is served: the JSON-RPC error and the
+/// HTTP status the spec gives it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    pub status: u16,
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl Rejection {
+    fn new(status: u16, code: i64, message: impl Into<String>) -> Self {
+        Rejection {
+            status,
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The error response to the request (its id, when it has one).
+    pub fn to_message(&self, msg: &Message) -> Message {
+        Message::error_response(msg.id(), self.code, &self.message, self.data.clone())
+    }
+}
+
+/// The request metadata headers of a Streamable HTTP POST, as received.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Headers<'a> {
+    pub protocol_version: Option<&'a str>,
+    pub method: Option<&'a str>,
+    pub name: Option<&'a str>,
+}
+
+/// Methods whose `Mcp-Name` header is required, with the params member it mirrors.
+fn name_member(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// Validates a modern request's `_meta` (any transport): the version is present and
+/// supported, and the client capabilities are declared.
+///
+/// # Errors
+/// A [`Rejection`]: -32602 for a missing required field, -32022 (with the supported
+/// versions) for an unsupported version; HTTP 400 for both.
+pub fn validate_meta(msg: &Message) -> Result<RequestMeta, Rejection> {
+    let m = request_meta(msg);
+    let Some(version) = m.protocol_version.as_deref() else {
+        return Err(Rejection::new(
+            400,
+            super::code::INVALID_PARAMS,
+            format!("params._meta[\"{}\"] is required", meta::PROTOCOL_VERSION),
+        ));
+    };
+    if !is_modern(version) {
+        let mut r = Rejection::new(
+            400,
+            code::UNSUPPORTED_VERSION,
+            "Unsupported protocol version",
+        );
+        r.data = Some(json!({"supported": supported_versions(), "requested": version}));
+        return Err(r);
+    }
+    if !m.client_capabilities.as_ref().is_some_and(Value::is_object) {
+        return Err(Rejection::new(
+            400,
+            super::code::INVALID_PARAMS,
+            format!(
+                "params._meta[\"{}\"] is required (an object; {{}} declares none)",
+                meta::CLIENT_CAPABILITIES
+            ),
+        ));
+    }
+    Ok(m)
+}
+
+/// Validates a modern request received over Streamable HTTP: its headers must be
+/// present and match the body (`MCP-Protocol-Version`, `Mcp-Method`, and `Mcp-Name`
+/// for `tools/call`, `resources/read`, `prompts/get`), then its `_meta`.
+///
+/// # Errors
+/// A [`Rejection`]: -32020 for a missing or mismatched header, else as
+/// [`validate_meta`]; HTTP 400.
+pub fn validate_http(msg: &Message, h: &Headers<'_>) -> Result<RequestMeta, Rejection> {
+    let mismatch = |what: String| Rejection::new(400, code::HEADER_MISMATCH, what);
+    let body_version = request_meta(msg).protocol_version;
+    match (h.protocol_version, body_version.as_deref()) {
+        (None, _) => return Err(mismatch("Header mismatch: MCP-Protocol-Version header is required".into())),
+        (Some(hv), Some(bv)) if hv.trim() != bv => {
+            return Err(mismatch(format!(
+                "Header mismatch: MCP-Protocol-Version header value '{hv}' does not match body value '{bv}'"
+            )))
+        }
+        _ => {}
+    }
+    let method = msg.method().unwrap_or_default();
+    match h.method {
+        None => {
+            return Err(mismatch(
+                "Header mismatch: Mcp-Method header is required".into(),
+            ))
+        }
+        Some(hm) if hm.trim() != method => return Err(mismatch(format!(
+            "Header mismatch: Mcp-Method header value '{hm}' does not match body value '{method}'"
+        ))),
+        _ => {}
+    }
+    if let Some(member) = name_member(method) {
+        let body: Option<String> = msg
+            .params()
+            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+            .and_then(|p| p.get(member).and_then(Value::as_str).map(str::to_owned));
+        let Some(raw) = h.name else {
+            return Err(mismatch(format!(
+                "Header mismatch: Mcp-Name header is required for {method}"
+            )));
+        };
+        let Some(header) = decode_header_value(raw) else {
+            return Err(mismatch(format!(
+                "Header mismatch: Mcp-Name header value '{raw}' is not valid"
+            )));
+        };
+        if body.as_deref() != Some(header.as_str()) {
+            return Err(mismatch(format!(
+                "Header mismatch: Mcp-Name header value '{header}' does not match body value '{}'",
+                body.unwrap_or_default()
+            )));
+        }
+    }
+    validate_meta(msg)
+}
+
+/// Decodes a header value that may use the `=?base64?…?=` sentinel; `None` when the
+/// sentinel's content is not valid Base64 or not UTF-8.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// Methods that do not exist in the modern era (their work is done per request or by
+/// `subscriptions/listen`): a modern request for one gets -32601 (HTTP 404).
+pub fn legacy_only(method: &str) -> bool {
+    matches!(
+        method,
+        "initialize"
+            | "ping"
+            | "logging/setLevel"
+            | "resources/subscribe"
+            | "resources/unsubscribe"
+            | "notifications/initialized"
+            | "notifications/roots/list_changed"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(method: &str, params: Value) -> Message {
+        Message::parse(
+            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+                .to_string()
+                .as_bytes(),
+        )
+        .unwrap()
+    }
+
+    fn modern_params(extra: Value) -> Value {
+        let mut p = json!({"_meta": {
+            meta::PROTOCOL_VERSION: MODERN_VERSION,
+            meta::CLIENT_CAPABILITIES: {},
+        }});
+        if let (Some(p), Some(e)) = (p.as_object_mut(), extra.as_object()) {
+            p.extend(e.clone());
+        }
+        p
+    }
+
+    fn headers<'a>(method: &'a str, name: Option<&'a str>) -> Headers<'a> {
+        Headers {
+            protocol_version: Some(MODERN_VERSION),
+            method: Some(method),
+            name,
+        }
+    }
+
+    #[test]
+    fn a_complete_request_passes_and_reads_its_meta() {
+        let m = req("tools/call", modern_params(json!({"name": "echo"})));
+        let meta = validate_http(&m, &headers("tools/call", Some("echo"))).unwrap();
+        assert_eq!(meta.protocol_version.as_deref(), Some(MODERN_VERSION));
+        assert_eq!(meta.client_capabilities, Some(json!({})));
+    }
+
+    #[test]
+    fn header_rules_give_32020() {
+        let m = req("tools/call", modern_params(json!({"name": "echo"})));
+        for h in [
+            Headers {
+                protocol_version: None,
+                ..headers("tools/call", Some("echo"))
+            },
+            Headers {
+                protocol_version: Some("2025-11-25"),
+                ..headers("tools/call", Some("echo"))
+            },
+            headers("tools/list", Some("echo")),
+            Headers {
+                method: None,
+                ..headers("tools/call", Some("echo"))
+            },
+            headers("tools/call", None),
+            headers("tools/call", Some("other")),
+        ] {
+            let r = validate_http(&m, &h).unwrap_err();
+            assert_eq!(
+                (r.status, r.code),
+                (400, code::HEADER_MISMATCH),
+                "{h:?}: {r:?}"
+            );
+        }
+        // Mcp-Name for resources/read mirrors params.uri, Base64 sentinel decoded.
+        let m = req("resources/read", modern_params(json!({"uri": "file:///é"})));
+        let encoded = format!("=?base64?{}?=", {
+            use base64::Engine as _;
+            base64::engine::general_purpose::STANDARD.encode("file:///é")
+        });
+        assert!(validate_http(&m, &headers("resources/read", Some(&encoded))).is_ok());
+        assert!(validate_http(&m, &headers("resources/read", Some("file:///e"))).is_err());
+    }
+
+    #[test]
+    fn meta_rules_give_32602_and_32022() {
+        let m = req("tools/list", json!({}));
+        let r = validate_meta(&m).unwrap_err();
+        assert_eq!((r.status, r.code), (400, -32602));
+        let m = req(
+            "tools/list",
+            json!({"_meta": {meta::PROTOCOL_VERSION: "2030-01-01", meta::CLIENT_CAPABILITIES: {}}}),
+        );
+        let r = validate_meta(&m).unwrap_err();
+        assert_eq!((r.status, r.code), (400, code::UNSUPPORTED_VERSION));
+        let data = r.data.unwrap();
+        assert_eq!(data["requested"], "2030-01-01");
+        assert_eq!(data["supported"][0], MODERN_VERSION);
+        assert!(data["supported"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2025-11-25")));
+        let m = req(
+            "tools/list",
+            json!({"_meta": {meta::PROTOCOL_VERSION: MODERN_VERSION}}),
+        );
+        let r = validate_meta(&m).unwrap_err();
+        assert_eq!(
+            (r.status, r.code),
+            (400, -32602),
+            "capabilities are required"
+        );
+    }
+
+    #[test]
+    fn base64_sentinel_decodes_and_bad_sentinel_is_refused() {
+        assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
+        assert_eq!(
+            decode_header_value("=?base64?aGk=?=").as_deref(),
+            Some("hi")
+        );
+        assert_eq!(decode_header_value("=?base64?***?="), None);
+    }
+}

@@ -1,0 +1,297 @@
+//! 2026-07-28 clients over Streamable HTTP against the real daemon and the scripted
+//! (legacy) upstream: stateless requests, `server/discover`, the era's validation
+//! table, result shape, and `subscriptions/listen` sharing one upstream subscription
+//! with legacy sessions.
+
+mod common;
+
+use common::http::{Daemon, HttpClient};
+use common::modern::{request, ModernClient, VERSION};
+use common::scripted_config;
+use serde_json::{json, Value};
+
+const LISTEN: &str = "[listen]\nhttp = \"127.0.0.1:0\"\n";
+const URI: &str = "test://static/1";
+
+async fn daemon() -> Daemon {
+    Daemon::start(&scripted_config(
+        LISTEN,
+        "",
+        "ttl_ms = 1234\ncache_scope = \"public\"\n",
+    ))
+    .await
+}
+
+#[tokio::test]
+async fn discover_lists_both_eras_and_the_aggregated_capabilities() {
+    let d = daemon().await;
+    let c = ModernClient::new(&d.url);
+    let (status, r) = c.call(1, "server/discover", json!({})).await;
+    assert_eq!(status, 200, "{r}");
+    let result = &r["result"];
+    assert_eq!(result["resultType"], "complete");
+    let versions = result["supportedVersions"].as_array().unwrap();
+    assert_eq!(versions[0], VERSION);
+    assert!(versions.contains(&json!("2025-11-25")), "{r}");
+    assert_eq!(result["capabilities"]["resources"]["subscribe"], true);
+    assert_eq!(result["capabilities"]["tools"]["listChanged"], true);
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "mcpmux"
+    );
+    assert_eq!(
+        (result["ttlMs"].clone(), result["cacheScope"].clone()),
+        (json!(1234), json!("public"))
+    );
+}
+
+#[tokio::test]
+async fn results_carry_result_type_and_cache_hints_and_not_found_is_32602() {
+    let d = daemon().await;
+    let c = ModernClient::new(&d.url);
+    let (status, r) = c
+        .call(
+            1,
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "hi"}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert_eq!(r["result"]["content"][0]["text"], "hi");
+    let (_, r) = c.call(2, "tools/list", json!({})).await;
+    assert_eq!(r["result"]["resultType"], "complete");
+    assert_eq!(r["result"]["ttlMs"], 1234, "{r}");
+    assert_eq!(r["result"]["cacheScope"], "public");
+    let (_, r) = c.call(3, "resources/read", json!({"uri": URI})).await;
+    assert_eq!(r["result"]["ttlMs"], 1234, "{r}");
+    // The scripted server answers an unknown URI with the legacy -32002.
+    let (_, r) = c
+        .call(4, "resources/read", json!({"uri": "test://nothing/here"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}
+
+/// One row of the validation table: what it shows, the headers that replace the
+/// correct ones (an empty value removes one), the body, and the expected HTTP status
+/// and JSON-RPC code.
+type Case = (&'static str, Vec<(&'static str, &'static str)>, Value, u16, i64);
+
+#[tokio::test]
+async fn the_validation_table() {
+    let d = daemon().await;
+    let c = ModernClient::new(&d.url);
+    let call = |meta: Value| {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"text": "x"}, "_meta": meta}})
+    };
+    let good_meta = common::modern::meta();
+    let cases: Vec<Case> = vec![
+        (
+            "version header differs from _meta",
+            vec![("mcp-protocol-version", "2025-11-25")],
+            call(good_meta.clone()),
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Method differs",
+            vec![("mcp-method", "tools/list")],
+            call(good_meta.clone()),
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Name missing",
+            vec![("mcp-name", "")],
+            call(good_meta.clone()),
+            400,
+            -32020,
+        ),
+        (
+            "Mcp-Name differs",
+            vec![("mcp-name", "other")],
+            call(good_meta.clone()),
+            400,
+            -32020,
+        ),
+        (
+            "unsupported version",
+            vec![("mcp-protocol-version", "2030-01-01")],
+            call(
+                json!({"io.modelcontextprotocol/protocolVersion": "2030-01-01",
+                "io.modelcontextprotocol/clientCapabilities": {}}),
+            ),
+            400,
+            -32022,
+        ),
+        (
+            "clientCapabilities missing",
+            vec![],
+            call(json!({"io.modelcontextprotocol/protocolVersion": VERSION})),
+            400,
+            -32602,
+        ),
+        (
+            "ping does not exist in this era",
+            vec![],
+            request(json!(7), "ping", json!({})),
+            404,
+            -32601,
+        ),
+        (
+            "resources/subscribe does not exist in this era",
+            vec![],
+            request(json!(7), "resources/subscribe", json!({"uri": URI})),
+            404,
+            -32601,
+        ),
+        (
+            "logging/setLevel does not exist in this era",
+            vec![],
+            request(json!(7), "logging/setLevel", json!({"level": "debug"})),
+            404,
+            -32601,
+        ),
+        (
+            "unknown method",
+            vec![],
+            request(json!(7), "nope/nothing", json!({})),
+            404,
+            -32601,
+        ),
+    ];
+    for (what, headers, body, status, code) in cases {
+        let resp = c.post_with(&body, &headers).await;
+        let got_status = resp.status().as_u16();
+        let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(
+            (got_status, v["error"]["code"].as_i64()),
+            (status, Some(code)),
+            "{what}: {v}"
+        );
+        if code == -32022 {
+            let supported = &v["error"]["data"]["supported"];
+            assert!(
+                supported.as_array().unwrap().contains(&json!(VERSION)),
+                "{v}"
+            );
+        }
+        // The next request is still served.
+        let (s, r) = c
+            .call(
+                8,
+                "tools/call",
+                json!({"name": "echo", "arguments": {"text": "ok"}}),
+            )
+            .await;
+        assert_eq!(
+            (s, r["result"]["content"][0]["text"].clone()),
+            (200, json!("ok")),
+            "after {what}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn modern_listens_and_legacy_sessions_share_one_upstream_subscription() {
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    // Three modern listens (two with the same id, as every TS SDK v2 client's first
+    // listen is "listen:0") and three legacy sessions hold one URI.
+    let mut listens = vec![];
+    for id in ["listen:0", "listen:0", "other"] {
+        let (s, ack) = m.listen(id, &[URI]).await;
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "{ack}"
+        );
+        assert_eq!(
+            ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            id
+        );
+        assert_eq!(
+            ack["params"]["notifications"]["resourceSubscriptions"],
+            json!([URI])
+        );
+        listens.push((id, s));
+    }
+    let mut legacy = vec![];
+    for _ in 0..3 {
+        let mut c = HttpClient::connect(&d.url, json!({})).await;
+        let r = c.call("resources/subscribe", json!({"uri": URI})).await;
+        assert_eq!(r["result"], json!({}), "{r}");
+        legacy.push(c);
+    }
+    // Bystanders: a listen on another URI and a legacy session holding nothing.
+    let (mut other_listen, _) = m.listen("listen:0", &["test://static/2"]).await;
+    let mut bystander = HttpClient::connect(&d.url, json!({})).await;
+    let stats = bystander.tool("stats", json!({})).await;
+    assert_eq!(
+        stats["counts"]["resources/subscribe"], 2,
+        "one per URI: {stats}"
+    );
+
+    let r = bystander
+        .tool("emit_update", json!({"uri": URI, "meta": {"k": "v"}}))
+        .await;
+    assert!(r.is_object(), "{r}");
+    for (id, s) in &mut listens {
+        let ev = s.next().await.expect("the update");
+        assert_eq!(ev["method"], "notifications/resources/updated", "{ev}");
+        assert_eq!(ev["params"]["uri"], URI);
+        assert_eq!(
+            ev["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            *id
+        );
+        assert_eq!(
+            ev["params"]["_meta"]["k"], "v",
+            "the upstream's _meta is kept"
+        );
+    }
+    for c in &mut legacy {
+        let ev = c.next_event().await;
+        assert_eq!(ev["params"]["uri"], URI, "{ev}");
+        assert!(ev["params"]["_meta"]
+            .get("io.modelcontextprotocol/subscriptionId")
+            .is_none());
+    }
+    // The bystanders: an update of the other listen's URI is the first thing it gets.
+    bystander
+        .tool("emit_update", json!({"uri": "test://static/2"}))
+        .await;
+    let first = other_listen.next().await.unwrap();
+    assert_eq!(first["params"]["uri"], "test://static/2", "{first}");
+    assert!(bystander
+        .received()
+        .iter()
+        .all(|e| e["params"]["uri"] != URI));
+
+    // Closing the modern streams and unsubscribing the legacy sessions: exactly one
+    // upstream unsubscribe for the URI, after the last holder.
+    drop(listens);
+    for c in &mut legacy[..2] {
+        c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    }
+    let stats = bystander.tool("stats", json!({})).await;
+    assert_eq!(
+        stats["counts"].get("resources/unsubscribe"),
+        None,
+        "{stats}"
+    );
+    legacy[2]
+        .call("resources/unsubscribe", json!({"uri": URI}))
+        .await;
+    // The closed streams are released when the daemon notices them: wait for it.
+    let stats = tokio::time::timeout(common::EVENT_TIMEOUT, async {
+        loop {
+            let stats = bystander.tool("stats", json!({})).await;
+            if stats["subscribed"] == json!(["test://static/2"]) {
+                return stats;
+            }
+        }
+    })
+    .await
+    .expect("the URI was never released upstream");
+    assert_eq!(stats["counts"]["resources/unsubscribe"], 1, "{stats}");
+}

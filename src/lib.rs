@@ -11,6 +11,7 @@
 //! - [`upstream`]: one actor per configured server, owning its transport.
 //! - [`downstream`]: client sessions (Streamable HTTP, stdio) and their outboxes.
 //! - [`config`]: the TOML file, validated.
+//! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
 //!
 //! # Task graph
 //!
@@ -26,6 +27,7 @@
 
 pub mod config;
 pub mod downstream;
+pub mod fdlimit;
 pub mod hub;
 pub mod protocol;
 pub mod run;

@@ -114,6 +114,9 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
 
 async fn serve(cfg: Config) -> anyhow::Result<()> {
     let token = cfg.listen.auth_token()?;
+    // Every connection and upstream pipe is a descriptor; the connection bound is
+    // derived from this limit (see mcpmux::fdlimit).
+    mcpmux::fdlimit::raise_nofile_limit();
     let listener = tokio::net::TcpListener::bind(cfg.listen.http)
         .await
         .with_context(|| format!("cannot listen on {} ([listen].http)", cfg.listen.http))?;
@@ -150,6 +153,7 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
 const STDIO_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
 
 async fn stdio(cfg: Config) -> anyhow::Result<()> {
+    mcpmux::fdlimit::raise_nofile_limit();
     let core = Core::start(&cfg);
     let served = mcpmux::downstream::stdio::serve_stream(
         tokio::io::stdin(),

@@ -389,6 +389,15 @@ pub struct LimitsConfig {
     /// On shutdown, requests in flight get this long to be answered before they are
     /// cut with an error. 0 = cut at once.
     pub drain_ms: u64,
+    /// Open downstream TCP connections; at the bound the listener stops accepting
+    /// until one closes (new connections wait in the kernel's listen backlog). The
+    /// bound in force is the smaller of this and three quarters of the open-file limit
+    /// (see `downstream::http::listener`).
+    pub max_connections: usize,
+    /// A connection has this long to send a complete request header, and this is also
+    /// how long a keep-alive connection may sit idle between requests. It never limits
+    /// a request body or a response (a long-lived SSE stream).
+    pub header_read_timeout_ms: u64,
 }
 
 impl LimitsConfig {
@@ -400,6 +409,13 @@ impl LimitsConfig {
     pub const DEFAULT_MAX_PENDING_PER_CLIENT: usize = 1024;
     pub const DEFAULT_REQUEST_MAX_TOTAL_MS: u64 = 600_000;
     pub const DEFAULT_DRAIN_MS: u64 = 10_000;
+    /// Well above what a local proxy's clients need (a session uses one to three
+    /// connections), and clamped at run time to what the open-file limit allows.
+    pub const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+    /// Long enough for any real client on a loaded machine, and above the idle
+    /// keep-alive timeouts of the common client stacks (undici 4 s, httpx 5 s), so a
+    /// client closes an idle connection before the server does.
+    pub const DEFAULT_HEADER_READ_TIMEOUT_MS: u64 = 10_000;
 }
 
 impl Default for LimitsConfig {
@@ -413,6 +429,8 @@ impl Default for LimitsConfig {
             max_pending_per_client: Self::DEFAULT_MAX_PENDING_PER_CLIENT,
             request_max_total_ms: Self::DEFAULT_REQUEST_MAX_TOTAL_MS,
             drain_ms: Self::DEFAULT_DRAIN_MS,
+            max_connections: Self::DEFAULT_MAX_CONNECTIONS,
+            header_read_timeout_ms: Self::DEFAULT_HEADER_READ_TIMEOUT_MS,
         }
     }
 }

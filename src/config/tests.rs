@@ -57,6 +57,8 @@ max_subscriptions_per_client = 3
 client_queue = 4
 request_timeout_ms = 5
 max_pending_per_client = 6
+max_connections = 7
+header_read_timeout_ms = 8
 
 [restart]
 initial_backoff_ms = 10
@@ -114,6 +116,7 @@ fn full_config_parses_with_every_value() {
         ),
         (4, 5, 6)
     );
+    assert_eq!((l.max_connections, l.header_read_timeout_ms), (7, 8));
     let r = &c.restart;
     assert_eq!(
         (
@@ -312,6 +315,8 @@ fn limits_that_make_no_sense_at_zero_are_rejected() {
         "client_queue",
         "request_timeout_ms",
         "max_pending_per_client",
+        "max_connections",
+        "header_read_timeout_ms",
     ];
     for key in keys {
         let e = err(&format!("[limits]\n{key} = 0\n{ONE_SERVER}"));

@@ -195,6 +195,14 @@ fn check_limits(limits: &LimitsConfig) -> Result<(), Problem> {
     positive(
         &["limits", "max_pending_per_client"],
         as_u64(limits.max_pending_per_client),
+    )?;
+    positive(
+        &["limits", "max_connections"],
+        as_u64(limits.max_connections),
+    )?;
+    positive(
+        &["limits", "header_read_timeout_ms"],
+        limits.header_read_timeout_ms,
     )
 }
 

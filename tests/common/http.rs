@@ -27,10 +27,35 @@ impl Daemon {
 
     /// Like `start`, with extra environment variables for the daemon.
     pub async fn start_with_env(config_toml: &str, env: &[(&str, &str)]) -> Daemon {
+        let mut cmd = Self::command(config_toml);
+        cmd.envs(env.iter().copied());
+        Self::spawn(cmd).await
+    }
+
+    /// Like `start`, with the daemon's open-file limit (soft and hard) set to `limit`
+    /// before it runs, so it cannot raise it.
+    #[cfg(unix)]
+    pub async fn start_with_nofile_limit(config_toml: &str, limit: u64) -> Daemon {
+        let mut cmd = Self::command(config_toml);
+        // SAFETY: the closure runs in the forked child before exec; it only makes the
+        // setrlimit system call (async-signal-safe) and allocates nothing.
+        unsafe {
+            cmd.pre_exec(move || rlimit::setrlimit(rlimit::Resource::NOFILE, limit, limit));
+        }
+        Self::spawn(cmd).await
+    }
+
+    /// `mcpmux serve --config <a temporary file holding config_toml>`.
+    fn command(config_toml: &str) -> Command {
         let cfg = temp_config(config_toml);
-        let mut child = Command::new(mcpmux_bin())
-            .args(["serve", "--config", cfg.to_str().unwrap()])
-            .envs(env.iter().copied())
+        let mut cmd = Command::new(mcpmux_bin());
+        cmd.args(["serve", "--config", cfg.to_str().unwrap()]);
+        cmd
+    }
+
+    /// Spawns `cmd` and waits for its listening line.
+    async fn spawn(mut cmd: Command) -> Daemon {
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)

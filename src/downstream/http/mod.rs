@@ -3,7 +3,8 @@
 //! `settings.path` answering POST, GET and DELETE, with sessions.
 //!
 //! Owns: the axum router, the request guards' mapping to HTTP statuses, the session
-//! map (`Mcp-Session-Id` → session actor), and the server's lifetime ([`serve_http`]).
+//! map (`Mcp-Session-Id` → session actor), and the server's lifetime ([`serve_http`];
+//! accepting and bounding connections is [`listener`]'s).
 //! Never: interprets MCP methods beyond `initialize` detection and the progress token
 //! (the hub answers everything), awaits a client from the hub's side (session actors
 //! in [`session`] own all waiting on sockets), or buffers a body past
@@ -24,7 +25,9 @@
 //! - 202 no body for notifications/responses only; 200 JSON or SSE for requests;
 //!   200 for DELETE.
 
+mod episode;
 mod guard;
+mod listener;
 mod modern;
 mod post;
 mod session;
@@ -80,6 +83,11 @@ pub struct HttpSettings {
     pub max_message_bytes: usize,
     /// Depth of each session's outbox.
     pub client_queue: usize,
+    /// Open connections at most (further clamped to the open-file limit's budget).
+    pub max_connections: usize,
+    /// A connection's time to send a complete request header (also its keep-alive idle
+    /// time between requests).
+    pub header_read_timeout: Duration,
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -96,6 +104,8 @@ impl std::fmt::Debug for HttpSettings {
             .field("sse_replay_events", &self.sse_replay_events)
             .field("max_message_bytes", &self.max_message_bytes)
             .field("client_queue", &self.client_queue)
+            .field("max_connections", &self.max_connections)
+            .field("header_read_timeout", &self.header_read_timeout)
             .finish()
     }
 }
@@ -115,6 +125,8 @@ impl HttpSettings {
             sse_replay_events: listen.sse_replay_events,
             max_message_bytes: limits.max_message_bytes,
             client_queue: limits.client_queue,
+            max_connections: limits.max_connections,
+            header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
         }
     }
 }
@@ -131,18 +143,26 @@ pub(crate) struct App {
 }
 
 /// Serves the Streamable HTTP endpoint on `listener` until `shutdown` is cancelled,
-/// then stops accepting, ends every session (one `client_closed` each) and returns.
+/// then stops accepting, lets every connection finish its response, ends every session
+/// (one `client_closed` each) and returns.
 ///
 /// # Errors
-/// Only an I/O error of the listener itself.
+/// None today: accept errors are logged and retried ([`listener`]); the `Result` is
+/// kept for errors of the listener itself.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     settings: HttpSettings,
     hub: ClientLink,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    use axum::serve::ListenerExt;
     let path = settings.path.clone();
+    let fd_limit = crate::fdlimit::nofile_limit();
+    let limits = listener::ConnLimits {
+        max_connections: settings
+            .max_connections
+            .min(fd_limit.map_or(usize::MAX, crate::fdlimit::connection_budget)),
+        header_read_timeout: settings.header_read_timeout,
+    };
     let app = Arc::new(App {
         settings,
         hub,
@@ -156,18 +176,26 @@ pub async fn serve_http(
     if let Ok(addr) = listener.local_addr() {
         info!(%addr, %path, "Streamable HTTP listening");
     }
-    // Small SSE writes must not wait for Nagle.
-    let listener = listener.tap_io(|tcp| {
-        let _ = tcp.set_nodelay(true);
-    });
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.clone().cancelled_owned())
-        .await;
+    if limits.max_connections < app.settings.max_connections {
+        info!(
+            max_connections = limits.max_connections,
+            configured = app.settings.max_connections,
+            open_file_limit = ?fd_limit,
+            "limits.max_connections lowered to 3/4 of the open-file limit"
+        );
+    } else {
+        debug!(
+            max_connections = limits.max_connections,
+            open_file_limit = ?fd_limit,
+            "connection limit"
+        );
+    }
+    listener::serve(listener, router, limits, shutdown).await;
     // Sessions end on the same token; wait until each has told the hub.
     app.tracker.close();
     app.tracker.wait().await;
     debug!("Streamable HTTP stopped");
-    result
+    Ok(())
 }
 
 /// The single endpoint: guards first, on every method, then dispatch.

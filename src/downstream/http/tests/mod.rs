@@ -5,9 +5,11 @@
 //! channels (with a generous timeout so a bug fails instead of hanging).
 //!
 //! This file holds the harness; `flows` covers the happy paths, `hostile` the refused
-//! inputs, `lifecycle` session ends, `actor` the session actor without HTTP.
+//! inputs, `lifecycle` session ends, `actor` the session actor without HTTP,
+//! `connections` the accept loop (connection bound, header timeout).
 
 mod actor;
+mod connections;
 mod flows;
 mod hostile;
 mod lifecycle;
@@ -128,6 +130,8 @@ pub(super) fn settings() -> HttpSettings {
         sse_replay_events: 8,
         max_message_bytes: 4096,
         client_queue: 64,
+        max_connections: 64,
+        header_read_timeout: Duration::from_secs(10),
     }
 }
 

@@ -75,7 +75,13 @@ async fn results_carry_result_type_and_cache_hints_and_not_found_is_32602() {
 /// One row of the validation table: what it shows, the headers that replace the
 /// correct ones (an empty value removes one), the body, and the expected HTTP status
 /// and JSON-RPC code.
-type Case = (&'static str, Vec<(&'static str, &'static str)>, Value, u16, i64);
+type Case = (
+    &'static str,
+    Vec<(&'static str, &'static str)>,
+    Value,
+    u16,
+    i64,
+);
 
 #[tokio::test]
 async fn the_validation_table() {

@@ -186,9 +186,11 @@ pub fn validate_http(msg: &Message, h: &Headers<'_>) -> Result<RequestMeta, Reje
                 "Header mismatch: Mcp-Method header is required".into(),
             ))
         }
-        Some(hm) if hm.trim() != method => return Err(mismatch(format!(
+        Some(hm) if hm.trim() != method => {
+            return Err(mismatch(format!(
             "Header mismatch: Mcp-Method header value '{hm}' does not match body value '{method}'"
-        ))),
+        )))
+        }
         _ => {}
     }
     if let Some(member) = name_member(method) {

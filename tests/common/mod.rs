@@ -18,14 +18,14 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The `scripted-upstream` binary of this workspace (a member of its own, so
 /// `cargo install mcpmux` never installs it). `cargo test` at the top builds it with
 /// everything else; a narrower `cargo test --test X` may not, so it is built here on
-/// first use when it is missing.
+/// first use when it is missing or older than its sources.
 pub fn scripted_upstream() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let mcpmux = std::path::Path::new(env!("CARGO_BIN_EXE_mcpmux"));
         let path =
             mcpmux.with_file_name(format!("scripted-upstream{}", std::env::consts::EXE_SUFFIX));
-        if !path.exists() {
+        if stale(&path) {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
             let release = mcpmux.parent().and_then(|d| d.file_name()) == Some("release".as_ref());
             let mut cmd = std::process::Command::new(cargo);
@@ -39,6 +39,32 @@ pub fn scripted_upstream() -> &'static str {
         }
         path.to_string_lossy().into_owned()
     })
+}
+
+/// Whether the scripted upstream at `bin` is missing or older than a source file.
+fn stale(bin: &std::path::Path) -> bool {
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripted-upstream");
+    let mut dirs = vec![root];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                if p.file_name() != Some("tests".as_ref()) {
+                    dirs.push(p);
+                }
+            } else if entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 pub fn mcpmux_bin() -> &'static str {

@@ -289,15 +289,61 @@ async fn modern_listens_and_legacy_sessions_share_one_upstream_subscription() {
         .call("resources/unsubscribe", json!({"uri": URI}))
         .await;
     // The closed streams are released when the daemon notices them: wait for it.
-    let stats = tokio::time::timeout(common::EVENT_TIMEOUT, async {
+    let stats = wait_for(&mut bystander, "/subscribed", json!(["test://static/2"])).await;
+    assert_eq!(stats["counts"]["resources/unsubscribe"], 1, "{stats}");
+}
+
+#[tokio::test]
+async fn progress_travels_on_the_requests_stream_and_closing_it_cancels_upstream() {
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    let mut body = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "progress", "arguments": {"steps": 3}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("tok");
+    let mut s = m.open_stream(&body).await;
+    let mut got = vec![];
+    while let Some(ev) = s.next().await {
+        got.push(ev);
+    }
+    let progress: Vec<&Value> = got
+        .iter()
+        .filter(|e| e["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 3, "{got:?}");
+    assert!(progress
+        .iter()
+        .all(|p| p["params"]["progressToken"] == "tok"));
+    let last = got.last().unwrap();
+    assert_eq!(last["result"]["resultType"], "complete", "{last}");
+
+    // A call the upstream never answers: closing its stream is its cancellation.
+    let mut watcher = HttpClient::connect(&d.url, json!({})).await;
+    let hang = m
+        .open_stream(&request(
+            json!(2),
+            "tools/call",
+            json!({"name": "hang", "arguments": {}}),
+        ))
+        .await;
+    wait_for(&mut watcher, "/pending/hung", json!(1)).await;
+    drop(hang);
+    let stats = wait_for(&mut watcher, "/pending/hung", json!(0)).await;
+    assert_eq!(stats["counts"]["notifications/cancelled"], 1, "{stats}");
+}
+
+/// Polls the scripted upstream's `stats` until `path` equals `want`; returns them.
+async fn wait_for(watcher: &mut HttpClient, path: &str, want: Value) -> Value {
+    tokio::time::timeout(common::EVENT_TIMEOUT, async {
         loop {
-            let stats = bystander.tool("stats", json!({})).await;
-            if stats["subscribed"] == json!(["test://static/2"]) {
+            let stats = watcher.tool("stats", json!({})).await;
+            if stats.pointer(path) == Some(&want) {
                 return stats;
             }
         }
     })
     .await
-    .expect("the URI was never released upstream");
-    assert_eq!(stats["counts"]["resources/unsubscribe"], 1, "{stats}");
+    .unwrap_or_else(|_| panic!("stats {path} never became {want}"))
 }

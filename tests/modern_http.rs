@@ -347,3 +347,79 @@ async fn wait_for(watcher: &mut HttpClient, path: &str, want: Value) -> Value {
     .await
     .unwrap_or_else(|_| panic!("stats {path} never became {want}"))
 }
+
+/// A `tools/call` of `sample` from a modern client declaring `capabilities`.
+fn sample_call(id: u64, capabilities: Value, extra: Value) -> Value {
+    let mut params = json!({"name": "sample", "arguments": {"prompt": "hi"}});
+    if let (Some(p), Some(e)) = (params.as_object_mut(), extra.as_object()) {
+        p.extend(e.clone());
+    }
+    let mut body = request(json!(id), "tools/call", params);
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+    body
+}
+
+async fn post_json(m: &ModernClient, body: &Value) -> Value {
+    let resp = m.post_with(body, &[]).await;
+    serde_json::from_str(&resp.text().await.unwrap()).unwrap()
+}
+
+#[tokio::test]
+async fn a_legacy_servers_sampling_request_reaches_a_modern_client_as_input_required() {
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    let sampling = json!({"sampling": {}});
+    // Round 1: the scripted server asks for sampling while serving the call.
+    let r = post_json(&m, &sample_call(1, sampling.clone(), json!({}))).await;
+    let result = &r["result"];
+    assert_eq!(result["resultType"], "input_required", "{r}");
+    let (key, input) = result["inputRequests"]
+        .as_object()
+        .and_then(|o| o.iter().next())
+        .expect("one input request");
+    assert_eq!(input["method"], "sampling/createMessage", "{r}");
+    assert_eq!(input["params"]["messages"][0]["content"]["text"], "hi");
+    let state = result["requestState"].as_str().unwrap().to_owned();
+
+    // A tampered state is refused, and changes nothing.
+    let mut tampered = state.clone();
+    tampered.insert(0, 'x');
+    let answer =
+        json!({"role": "assistant", "content": {"type": "text", "text": "sampled"}, "model": "m"});
+    let retry = |id, s: &str| {
+        sample_call(
+            id,
+            sampling.clone(),
+            json!({"inputResponses": {key.clone(): answer.clone()}, "requestState": s}),
+        )
+    };
+    let r = post_json(&m, &retry(2, &tampered)).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // The retry answers the held request; the call's own result comes back.
+    let r = post_json(&m, &retry(3, &state)).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(r.to_string().contains("sampled"), "{r}");
+    // The same state again: already used.
+    let r = post_json(&m, &retry(4, &state)).await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+
+    // The server's request got exactly one answer, and nothing is left waiting.
+    let mut watcher = HttpClient::connect(&d.url, json!({})).await;
+    let stats = watcher.tool("stats", json!({})).await;
+    assert_eq!(stats["counts"]["<response>"], 1, "{stats}");
+    assert_eq!(stats["pending"]["sampling"], 0, "{stats}");
+}
+
+#[tokio::test]
+async fn a_modern_client_without_the_capability_is_not_asked() {
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    let r = post_json(&m, &sample_call(1, json!({}), json!({}))).await;
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    assert!(
+        r.to_string()
+            .contains("did not declare the sampling capability"),
+        "{r}"
+    );
+}

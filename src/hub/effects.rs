@@ -109,6 +109,7 @@ impl Hub {
                 self.list_part_done(entry.upstream, agg, kind, cursor, Err(err));
             }
             Origin::CatalogFetch { .. } => self.catalog_settled(entry.upstream),
+            Origin::Held { .. } => self.drop_held_for(pid),
             Origin::Unsubscribe(_) | Origin::Internal(_) => {}
         }
     }

@@ -130,6 +130,7 @@ impl Hub {
             Origin::Client {
                 client, id, method, ..
             } => {
+                self.mrtr_finished(pid);
                 msg.set_id(&id);
                 let exposes = [methods::RESOURCES_READ, methods::TOOLS_CALL];
                 if exposes.contains(&&*method) && self.upstreams[upstream.0].prefix.is_some() {
@@ -183,6 +184,11 @@ impl Hub {
                 if let Some(e) = msg.error() {
                     tracing::debug!(uri = %key.uri, error = e.get(), "upstream refused resources/unsubscribe");
                 }
+            }
+            Origin::Held { .. } => {
+                // Answered while no client waits (between rounds): nobody to tell.
+                self.drop_held_for(pid);
+                tracing::debug!("answer to a request parked for MRTR dropped");
             }
             Origin::Internal(what) => {
                 if let Some(e) = msg.error() {
@@ -431,13 +437,6 @@ impl Hub {
             };
             return refuse(self, format!("{why} ({method})"));
         };
-        if self.is_modern(client) {
-            // 2026-07-28 has no server→client requests: MRTR carries them in results.
-            return refuse(
-                self,
-                format!("the client this request belongs to speaks 2026-07-28, which mcpmux does not bridge server requests to yet ({method})"),
-            );
-        }
         let params: serde_json::Value = msg
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
@@ -449,6 +448,15 @@ impl Hub {
             .map(|i| &i.capabilities);
         if let Some(why) = client_caps.and_then(|caps| missing_capability(&method, &params, caps)) {
             return refuse(self, why);
+        }
+        if self.is_modern(client) {
+            // 2026-07-28 has no server→client requests: the client's request is
+            // answered `input_required`, and its retry answers this one (MRTR).
+            if let Err(why) = self.bridge_to_input_required(upstream, &msg, client, client_request)
+            {
+                refuse(self, format!("{why} ({method})"));
+            }
+            return;
         }
         if method == methods::ELICITATION_CREATE && params["mode"] == "url" {
             if let Some(eid) = params["elicitationId"].as_str() {

@@ -15,6 +15,7 @@ mod from_upstream;
 pub mod handle;
 mod lists;
 mod modern;
+mod mrtr;
 mod read;
 mod routing;
 
@@ -188,6 +189,8 @@ pub struct Hub {
     deferred_inits: Vec<(ClientId, Message)>,
     /// Upstream requests sent, by method.
     sent: HashMap<String, u64>,
+    /// Server requests held for modern clients' retries (MRTR).
+    mrtr: mrtr::Mrtr,
     /// Set while shutting down: answered once no client request is in flight.
     draining: Option<tokio::sync::oneshot::Sender<usize>>,
     /// Whether a drain has started (new clients and requests are refused).
@@ -227,6 +230,7 @@ impl Hub {
             deferred_inits: Vec::new(),
             sent: HashMap::new(),
             doomed: Vec::new(),
+            mrtr: mrtr::Mrtr::default(),
             draining: None,
             shutting_down: false,
             peak_queue: 0,

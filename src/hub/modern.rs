@@ -100,6 +100,9 @@ impl Hub {
         if let Some(m) = self.modern_mut(client) {
             m.requests.insert(id.clone(), (method.as_str().into(), uri));
         }
+        if self.on_mrtr_retry(client, &id, &msg) {
+            return;
+        }
         match method.as_str() {
             methods::SERVER_DISCOVER => {
                 let result = self.discover_result();

@@ -51,6 +51,9 @@ pub enum Origin {
     },
     /// A request of the hub's own whose answer is only logged.
     Internal(&'static str),
+    /// A client request whose client was answered `input_required` (MRTR) while the
+    /// upstream waits for input: no client until the retry takes it over.
+    Held { method: Box<str> },
 }
 
 #[derive(Debug, Clone)]
@@ -250,6 +253,39 @@ impl PendingTable {
         ids
     }
 
+    /// Gives an entry a new origin (an MRTR hand-over: the request is parked while
+    /// no client waits, then taken over by the client that retries it). The client
+    /// index follows.
+    ///
+    /// # Errors
+    /// The new origin's client already has a request with that id in flight; nothing
+    /// changed.
+    pub fn reassign(&mut self, pid: ProxyId, origin: Origin) -> Result<(), RegisterError> {
+        if let Origin::Client { client, id, .. } = &origin {
+            if self
+                .by_client
+                .get(client)
+                .is_some_and(|m| m.contains_key(id))
+            {
+                return Err(RegisterError::DuplicateId);
+            }
+        }
+        let Some(entry) = self.upstream_bound.get_mut(&pid) else {
+            return Ok(());
+        };
+        let old = std::mem::replace(&mut entry.origin, origin.clone());
+        if let Origin::Client { client, id, .. } = &old {
+            self.unindex(*client, id);
+        }
+        if let Origin::Client { client, id, .. } = &origin {
+            self.by_client
+                .entry(*client)
+                .or_default()
+                .insert(id.clone(), pid);
+        }
+        Ok(())
+    }
+
     /// Upstream-bound requests in flight.
     pub fn len(&self) -> usize {
         self.upstream_bound.len()
@@ -351,6 +387,36 @@ mod tests {
         assert_eq!(t.drop_upstream(UpstreamId(0)).len(), 2);
         t.check_invariants();
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn reassign_moves_the_client_index() {
+        let mut t = PendingTable::default();
+        let p = t.register(UpstreamId(0), client_origin(1, 7)).unwrap();
+        t.reassign(
+            p,
+            Origin::Held {
+                method: "tools/call".into(),
+            },
+        )
+        .unwrap();
+        t.check_invariants();
+        assert_eq!(t.client_count(ClientId(1)), 0);
+        assert!(
+            t.drop_client(ClientId(1)).is_empty(),
+            "parked: no client owns it"
+        );
+        t.register(UpstreamId(0), client_origin(2, 3)).unwrap();
+        assert_eq!(
+            t.reassign(p, client_origin(2, 3)),
+            Err(RegisterError::DuplicateId)
+        );
+        t.reassign(p, client_origin(2, 4)).unwrap();
+        t.check_invariants();
+        assert_eq!(
+            t.find_client_request(ClientId(2), &RawId::from_u64(4)),
+            Some(p)
+        );
     }
 
     #[test]

@@ -1,0 +1,270 @@
+//! Multi round-trip requests (MRTR) for 2026-07-28 clients in front of legacy
+//! upstreams (docs/architecture.md, "Both protocol eras").
+//!
+//! A legacy server asks for input with a server→client request (sampling,
+//! elicitation, roots) while it works on a client's request. A modern client takes no
+//! such request: its request is answered `resultType: "input_required"` with the
+//! server's request as an input request and a `requestState` minted here. The
+//! upstream request stays in flight, parked (no client owns it), and the server's
+//! request is held. The client's retry — same method, `inputResponses` and the
+//! `requestState` — answers the held request upstream, and the retry takes the
+//! parked request over: its final result (or the next round) goes to the retry.
+//!
+//! `requestState` is `<payload>.<mac>` (Base64url): the payload names the held
+//! request and its expiry; the MAC is HMAC-SHA256 under a key drawn at start, so a
+//! state cannot be forged, altered or reused after a restart. A held request is
+//! answered exactly once; an expired, unknown or tampered state gets -32602.
+//! Owns: the held requests and the key. Never: asks a client other than the one
+//! whose request it is (the state only names a held request; whoever retries with
+//! it is that request's client — all clients of one mcpmux share the upstream's
+//! authorization context).
+
+use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use serde_json::{json, Value};
+use sha2::Sha256;
+
+use super::Hub;
+use crate::protocol::{code, Message, RawId};
+use crate::state::ids::{ClientId, ProxyId, UpstreamId};
+use crate::state::pending::Origin;
+
+/// Rounds of input one request may take before mcpmux gives up on it.
+pub const MAX_ROUNDS: u32 = 8;
+
+/// The key of the one input request of a round.
+const INPUT_KEY: &str = "mcpmux-input";
+
+/// A server→client request held for a modern client's retry.
+#[derive(Debug)]
+pub(super) struct Held {
+    upstream: UpstreamId,
+    /// The id the upstream gave its request (answered with the client's input).
+    upstream_id: RawId,
+    /// The parked client request it belongs to.
+    pid: ProxyId,
+    /// The parked request's method (the retry must be of the same).
+    method: Box<str>,
+    round: u32,
+}
+
+/// The MRTR state of the hub.
+pub(super) struct Mrtr {
+    key: [u8; 32],
+    next: u64,
+    held: std::collections::HashMap<u64, Held>,
+    /// Rounds taken so far per parked request.
+    rounds: std::collections::HashMap<ProxyId, u32>,
+}
+
+impl Default for Mrtr {
+    fn default() -> Self {
+        Mrtr {
+            key: rand::random(),
+            next: 0,
+            held: Default::default(),
+            rounds: Default::default(),
+        }
+    }
+}
+
+impl Mrtr {
+    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+        mac.update(payload);
+        mac
+    }
+
+    fn mint(&self, held: u64, expires_ms: u64) -> String {
+        let payload = format!("{held}.{expires_ms}");
+        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
+        format!("{}.{}", B64.encode(payload), B64.encode(tag))
+    }
+
+    /// The held request a state names, if the state is genuine and not expired.
+    fn verify(&self, state: &str, now_ms: u64) -> Result<u64, &'static str> {
+        let (payload, tag) = state.split_once('.').ok_or("malformed")?;
+        let payload = B64.decode(payload).map_err(|_| "malformed")?;
+        let tag = B64.decode(tag).map_err(|_| "malformed")?;
+        self.mac(&payload)
+            .verify_slice(&tag)
+            .map_err(|_| "not issued by this mcpmux (or altered)")?;
+        let text = std::str::from_utf8(&payload).map_err(|_| "malformed")?;
+        let (held, expires) = text.split_once('.').ok_or("malformed")?;
+        let expires: u64 = expires.parse().map_err(|_| "malformed")?;
+        if now_ms > expires {
+            return Err("expired");
+        }
+        held.parse().map_err(|_| "malformed")
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Hub {
+    /// A legacy server's request for input that belongs to modern client `client`'s
+    /// request `client_request` (forwarded as `pid`): answer that request
+    /// `input_required` and hold the server's request for the retry.
+    pub(super) fn bridge_to_input_required(
+        &mut self,
+        upstream: UpstreamId,
+        msg: &Message,
+        client: ClientId,
+        client_request: RawId,
+    ) -> Result<(), String> {
+        let upstream_id = msg.id().cloned().expect("requests have ids");
+        let pid = self
+            .pending
+            .find_client_request(client, &client_request)
+            .ok_or("the request it belongs to is no longer in flight")?;
+        let Some(Origin::Client { method, .. }) = self.pending.get(pid).map(|e| e.origin.clone())
+        else {
+            return Err("the request it belongs to is no longer in flight".into());
+        };
+        let round = self.mrtr.rounds.get(&pid).copied().unwrap_or(0) + 1;
+        if round > MAX_ROUNDS {
+            return Err(format!(
+                "more than {MAX_ROUNDS} rounds of input for one request"
+            ));
+        }
+        self.pending
+            .reassign(
+                pid,
+                Origin::Held {
+                    method: method.clone(),
+                },
+            )
+            .map_err(|_| "internal: could not park the request")?;
+        self.mrtr.rounds.insert(pid, round);
+        let held_id = self.mrtr.next;
+        self.mrtr.next += 1;
+        let expires_ms = now_ms() + self.settings.request_timeout.as_millis() as u64;
+        self.mrtr.held.insert(
+            held_id,
+            Held {
+                upstream,
+                upstream_id,
+                pid,
+                method,
+                round,
+            },
+        );
+        let params: Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_else(|| json!({}));
+        let result = json!({
+            "resultType": "input_required",
+            "inputRequests": {INPUT_KEY: {"method": msg.method(), "params": params}},
+            "requestState": self.mrtr.mint(held_id, expires_ms),
+        });
+        self.reply(client, &client_request, result);
+        Ok(())
+    }
+
+    /// A modern request carrying `requestState`: the retry of a request whose client
+    /// was asked for input. Answers the held server request with the client's input
+    /// and hands the parked request over to this retry. Returns `false` when the
+    /// request carries no state (a plain request).
+    pub(super) fn on_mrtr_retry(&mut self, client: ClientId, id: &RawId, msg: &Message) -> bool {
+        let params: Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let Some(state) = params.get("requestState") else {
+            return false;
+        };
+        let refuse = |hub: &mut Hub, why: String| {
+            hub.reply_error(client, id, code::INVALID_PARAMS, &why);
+            true
+        };
+        let Some(state) = state.as_str() else {
+            return refuse(self, "requestState must be a string".into());
+        };
+        let held_id = match self.mrtr.verify(state, now_ms()) {
+            Ok(h) => h,
+            Err(why) => return refuse(self, format!("invalid requestState: {why}")),
+        };
+        let Some(held) = self.mrtr.held.get(&held_id) else {
+            return refuse(
+                self,
+                "invalid requestState: already answered, or its request ended".into(),
+            );
+        };
+        if msg.method() != Some(&*held.method) {
+            return refuse(
+                self,
+                format!(
+                    "invalid requestState: it belongs to a {} request",
+                    held.method
+                ),
+            );
+        }
+        let Some(input) = params["inputResponses"].get(INPUT_KEY).cloned() else {
+            return refuse(
+                self,
+                format!("inputResponses[\"{INPUT_KEY}\"] is required with this requestState"),
+            );
+        };
+        let held = self.mrtr.held.remove(&held_id).expect("checked");
+        let origin = Origin::Client {
+            client,
+            id: id.clone(),
+            method: held.method.clone(),
+            progress: None,
+        };
+        if self.pending.reassign(held.pid, origin).is_err() {
+            return refuse(self, "a request with this id is already in flight".into());
+        }
+        tracing::debug!(%client, round = held.round, "MRTR retry answers the held server request");
+        let answer = if input.get("code").is_some() && input.get("message").is_some() {
+            // The client declined with an error object.
+            let c = input["code"].as_i64().unwrap_or(code::INTERNAL_ERROR);
+            let m = input["message"].as_str().unwrap_or("declined");
+            Message::error_response(Some(&held.upstream_id), c, m, input.get("data").cloned())
+        } else {
+            Message::response(&held.upstream_id, &input)
+        };
+        self.send_to_upstream(held.upstream, &answer);
+        true
+    }
+
+    /// The parked request `pid` ended (answered, failed, timed out): its held server
+    /// request, if any, is forgotten (a late retry gets "already answered").
+    pub(super) fn drop_held_for(&mut self, pid: ProxyId) {
+        self.mrtr.held.retain(|_, h| h.pid != pid);
+        self.mrtr.rounds.remove(&pid);
+    }
+
+    /// Forgets the rounds of a request that finished normally.
+    pub(super) fn mrtr_finished(&mut self, pid: ProxyId) {
+        if !self.mrtr.rounds.is_empty() {
+            self.mrtr.rounds.remove(&pid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn states_verify_only_unaltered_and_unexpired() {
+        let m = Mrtr::default();
+        let s = m.mint(7, 1_000);
+        assert_eq!(m.verify(&s, 999), Ok(7));
+        assert_eq!(m.verify(&s, 1_001), Err("expired"));
+        // Another key (another mcpmux, or after a restart) never verifies.
+        assert!(Mrtr::default().verify(&s, 0).is_err());
+        // Altering the payload (a later expiry, another held id) breaks the MAC.
+        let (_, tag) = s.split_once('.').unwrap();
+        let forged = format!("{}.{tag}", B64.encode("8.1000"));
+        assert!(m.verify(&forged, 0).unwrap_err().contains("altered"));
+        assert_eq!(m.verify("garbage", 0), Err("malformed"));
+    }
+}

@@ -107,3 +107,82 @@ async fn stdio_bad_input_gets_errors_and_the_session_keeps_working() {
     assert_eq!(bad["error"]["code"], -32602);
     assert_eq!(c.call("ping", json!({})).await["result"], json!({}));
 }
+
+/// Sends a 2026-07-28 request (the era's `_meta` added) and reads until its response;
+/// returns the messages that came first and the response.
+async fn modern_call(
+    c: &mut LineClient,
+    id: serde_json::Value,
+    method: &str,
+    params: serde_json::Value,
+) -> (Vec<serde_json::Value>, serde_json::Value) {
+    let body = common::modern::request(id.clone(), method, params);
+    c.send_raw(&body.to_string()).await;
+    let mut before = vec![];
+    loop {
+        let m = c.read().await;
+        if m["id"] == id && m.get("method").is_none() {
+            return (before, m);
+        }
+        before.push(m);
+    }
+}
+
+#[tokio::test]
+async fn a_modern_stdio_client_discovers_listens_and_closes_its_listen() {
+    let mut c = start();
+    let (_, discover) = modern_call(&mut c, json!(1), "server/discover", json!({})).await;
+    assert_eq!(discover["result"]["resultType"], "complete", "{discover}");
+    assert_eq!(discover["result"]["supportedVersions"][0], "2026-07-28");
+
+    // A listen: acknowledged first, tagged with its id.
+    let listen = common::modern::request(
+        json!("listen:0"),
+        "subscriptions/listen",
+        json!({"notifications": {"resourceSubscriptions": ["test://static/1"]}}),
+    );
+    c.send_raw(&listen.to_string()).await;
+    let ack = c.read().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen:0"
+    );
+
+    // An update emitted by a modern tool call on the same connection reaches the listen.
+    let (before, done) = modern_call(
+        &mut c,
+        json!(2),
+        "tools/call",
+        json!({"name": "emit_update", "arguments": {"uri": "test://static/1"}}),
+    )
+    .await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(before.len(), 1, "{before:?}");
+    assert_eq!(before[0]["method"], "notifications/resources/updated");
+    assert_eq!(
+        before[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen:0"
+    );
+
+    // notifications/cancelled naming the listen closes it: the URI is released upstream.
+    c.notify("notifications/cancelled", json!({"requestId": "listen:0"}))
+        .await;
+    let (_, stats) = modern_call(
+        &mut c,
+        json!(3),
+        "tools/call",
+        json!({"name": "stats", "arguments": {}}),
+    )
+    .await;
+    let stats = &stats["result"]["structuredContent"];
+    assert_eq!(count(stats, "resources/unsubscribe"), 1, "{stats}");
+    assert_eq!(stats["subscribed"], json!([]), "{stats}");
+
+    // A legacy session on the same connection still works.
+    let init = c.initialize(json!({})).await;
+    assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
+}

@@ -45,6 +45,9 @@ pub enum ClientKind {
     Modern {
         capabilities: serde_json::Value,
         log_level: Option<String>,
+        /// The outbox is the connection's, shared with its other requests (stdio):
+        /// the hub must not close it when this client ends.
+        shared_outbox: bool,
     },
 }
 

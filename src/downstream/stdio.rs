@@ -5,15 +5,31 @@
 //! message gets a JSON-RPC error and reading goes on. Batches (2025-03-26) are split
 //! and their members handled one by one; their responses are written as separate
 //! lines. Only MCP goes to the writer; logs go to stderr through tracing.
+//!
+//! Both eras on one connection (docs/architecture.md, "Both protocol eras"): a request
+//! carrying the 2026-07-28 `_meta` (`server/discover` is how a dual-era client probes)
+//! is validated and served by a short-lived hub client of its own that shares the
+//! connection's outbox, ended by its response, by `notifications/cancelled` naming it
+//! (also how a `subscriptions/listen` is closed on stdio), or by the end of input.
+//! Everything else belongs to the connection's legacy session (`initialize` first).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use crate::downstream::link::ClientLink;
+use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::{OutKind, Outbound, Outbox};
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::{code, Incoming, Message, ParseError, RawId};
+use crate::protocol::modern;
+use crate::protocol::{code, methods, Incoming, Kind, Message, ParseError, RawId};
+use crate::state::ids::ClientId;
+
+/// The modern requests in flight on a connection: the client's request id → the hub
+/// client serving it.
+type ModernRequests = Arc<Mutex<HashMap<RawId, ClientId>>>;
 
 /// Serves one client until its input ends or the hub closes its outbox.
 ///
@@ -32,6 +48,7 @@ where
 {
     let outbox = Outbox::new(queue);
     let client = hub.open_client(outbox.clone()).await?;
+    let modern_requests: ModernRequests = Arc::default();
     let mut lines = FramedRead::new(reader, JsonLines::new(max_line));
     let mut out = FramedWrite::new(writer, JsonLines::new(max_line));
 
@@ -62,7 +79,12 @@ where
             for (item, raw) in items {
                 match item {
                     Ok(msg) => {
-                        if hub.client_message(client, msg).await.is_err() {
+                        let to = match modern_target(&hub, &outbox, &modern_requests, &msg).await {
+                            Target::Legacy => client,
+                            Target::Modern(sub) => sub,
+                            Target::Done => continue,
+                        };
+                        if hub.client_message(to, msg).await.is_err() {
                             return;
                         }
                     }
@@ -82,6 +104,9 @@ where
                 continue;
             }
             for o in batch.drain(..).filter(|o| o.kind != OutKind::Release) {
+                if o.kind == OutKind::Response {
+                    end_modern(&hub, &modern_requests, o.related.as_ref());
+                }
                 if out.feed(o.bytes).await.is_err() {
                     return;
                 }
@@ -104,8 +129,93 @@ where
         }
         _ = write_loop => {}
     }
+    let subs: Vec<ClientId> = lock(&modern_requests).drain().map(|(_, c)| c).collect();
+    for sub in subs {
+        hub.client_closed(sub, "stdio client left").await;
+    }
     hub.client_closed(client, "stdio client left").await;
     Ok(())
+}
+
+fn lock(m: &ModernRequests) -> std::sync::MutexGuard<'_, HashMap<RawId, ClientId>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Where a client message goes.
+enum Target {
+    /// The connection's legacy session.
+    Legacy,
+    /// The hub client of a modern request.
+    Modern(ClientId),
+    /// Handled here (refused, or a cancellation that ended a modern request).
+    Done,
+}
+
+/// Picks the hub client for `msg`: a modern request gets a client of its own (after
+/// validation); a cancellation of a modern request ends that client.
+async fn modern_target(
+    hub: &ClientLink,
+    outbox: &Arc<Outbox>,
+    requests: &ModernRequests,
+    msg: &Message,
+) -> Target {
+    match msg.kind() {
+        Kind::Notification if msg.method() == Some(methods::CANCELLED) => {
+            let id = methods::parse_params::<methods::CancelledParams>(msg.params())
+                .and_then(|p| p.request_id)
+                .and_then(|r| RawId::parse(r.get()));
+            let sub = id.and_then(|id| lock(requests).remove(&id));
+            match sub {
+                Some(sub) => {
+                    hub.client_closed(sub, "cancelled by the client").await;
+                    Target::Done
+                }
+                None => Target::Legacy,
+            }
+        }
+        Kind::Request
+            if msg.method() != Some(methods::INITIALIZE)
+                && modern::request_meta(msg).protocol_version.is_some() =>
+        {
+            let refuse = |code: i64, why: &str, data: Option<serde_json::Value>| {
+                let m = Message::error_response(msg.id(), code, why, data);
+                outbox.push(Outbound {
+                    bytes: m.to_bytes(),
+                    kind: OutKind::Response,
+                    related: None,
+                });
+                Target::Done
+            };
+            let meta = match modern::validate_meta(msg) {
+                Ok(m) => m,
+                Err(r) => return refuse(r.code, &r.message, r.data),
+            };
+            let kind = ClientKind::Modern {
+                capabilities: meta.client_capabilities.unwrap_or_default(),
+                log_level: meta.log_level,
+                shared_outbox: true,
+            };
+            let Ok(sub) = hub.open(outbox.clone(), kind).await else {
+                return refuse(
+                    code::UPSTREAM_UNAVAILABLE,
+                    "mcpmux is not accepting clients",
+                    None,
+                );
+            };
+            let id = msg.id().cloned().expect("requests have ids");
+            lock(requests).insert(id, sub);
+            Target::Modern(sub)
+        }
+        _ => Target::Legacy,
+    }
+}
+
+/// A response to a modern request was written: its client is done.
+fn end_modern(hub: &ClientLink, requests: &ModernRequests, id: Option<&RawId>) {
+    let sub = id.and_then(|id| lock(requests).remove(id));
+    if let Some(sub) = sub {
+        hub.client_closed_now(sub, "answered");
+    }
 }
 
 fn reject_parse(outbox: &Outbox, id: Option<RawId>, e: &ParseError) {

@@ -133,6 +133,9 @@ pub(crate) type SubError = serde_json::Value;
 
 struct ClientState {
     outbox: Arc<Outbox>,
+    /// `false` when the outbox is a connection's, shared by several clients (a modern
+    /// stdio connection's requests): ending this client must not close it.
+    owns_outbox: bool,
     /// Set once `initialize` was answered.
     init: Option<ClientInit>,
 }
@@ -299,11 +302,19 @@ impl Hub {
                 } else if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
+                    let owns_outbox = !matches!(
+                        kind,
+                        ClientKind::Modern {
+                            shared_outbox: true,
+                            ..
+                        }
+                    );
                     let init = match kind {
                         ClientKind::Legacy => None,
                         ClientKind::Modern {
                             capabilities,
                             log_level,
+                            ..
                         } => {
                             if let Some(level) = log_level.as_deref().and_then(lists::level_index) {
                                 self.log_levels.insert(client, level);
@@ -318,7 +329,14 @@ impl Hub {
                             })
                         }
                     };
-                    self.clients.insert(client, ClientState { outbox, init });
+                    self.clients.insert(
+                        client,
+                        ClientState {
+                            outbox,
+                            owns_outbox,
+                            init,
+                        },
+                    );
                     tracing::debug!(%client, "client opened");
                     Ok(())
                 };
@@ -428,6 +446,7 @@ impl Hub {
                 + self
                     .clients
                     .values()
+                    .filter(|c| c.owns_outbox)
                     .map(|c| c.outbox.merged())
                     .sum::<u64>(),
             upstream_sent: sent,
@@ -444,8 +463,10 @@ impl Hub {
         };
         tracing::debug!(%client, reason, "client closed");
         self.peak_queue = self.peak_queue.max(state.outbox.peak());
-        self.coalesced_gone += state.outbox.merged();
-        state.outbox.close(CloseReason::Closed);
+        if state.owns_outbox {
+            self.coalesced_gone += state.outbox.merged();
+            state.outbox.close(CloseReason::Closed);
+        }
         self.deferred_inits.retain(|(c, _)| *c != client);
         self.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.retain(|_, agg| agg.client != client);

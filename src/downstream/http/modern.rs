@@ -87,6 +87,7 @@ pub(super) async fn handle(
     let kind = ClientKind::Modern {
         capabilities: meta.client_capabilities.unwrap_or_default(),
         log_level: meta.log_level.clone(),
+        shared_outbox: false,
     };
     let client = match app.hub.open(outbox.clone(), kind).await {
         Ok(c) => c,

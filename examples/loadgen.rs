@@ -42,7 +42,8 @@ use harness::memory::memory;
 use harness::peer::{peer_echo, peer_fanout, peer_storm};
 use harness::proxy::{config_toml, Limits, Proxy};
 use harness::scenarios::{
-    fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env, Fanout,
+    fanout_holders, fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env,
+    Fanout, Holders,
 };
 use harness::stats::{dms, group, mib, ms, rate};
 
@@ -329,6 +330,42 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         })
         .collect();
     println!("\nmcpmux burst: {}", peaks.join("; "));
+    run_fanout_eras(args, env, &rows).await
+}
+
+/// The same fan-out with 2026-07-28 listen streams as holders, and with half of each
+/// era, beside the legacy rows of the same run.
+async fn run_fanout_eras(
+    args: &Args,
+    env: &Env,
+    rows: &[(usize, Fanout, Fanout, Fanout)],
+) -> Result<()> {
+    println!(
+        "\n### fanout by era: the same burst and isolated updates, holders of each protocol era\n"
+    );
+    println!("| N | holders | deliveries/s | ÷ legacy | to all N p50 ms | ÷ legacy | latency p50 ms | coalesced | lost |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (n, legacy, _, _) in rows {
+        let k = legacy.burst.k;
+        let mut eras = vec![(Holders::Legacy, legacy.clone())];
+        for h in [Holders::Modern, Holders::Mixed] {
+            eras.push((h, fanout_holders(env, *n, k, args.iso, h).await?));
+        }
+        for (h, f) in &eras {
+            let rate_ratio = f.burst.per_sec() / legacy.burst.per_sec().max(1e-9);
+            let all_ratio = f.iso.all.p50 as f64 / (legacy.iso.all.p50 as f64).max(1.0);
+            println!(
+                "| {} | {} | {} | {rate_ratio:.2} | {} | {all_ratio:.2} | {} | {} | {} |",
+                group(*n as u64),
+                h.label(),
+                rate(f.burst.per_sec()),
+                ms(f.iso.all.p50),
+                ms(f.burst.lat.p50),
+                f.coalesced,
+                f.lost()
+            );
+        }
+    }
     Ok(())
 }
 

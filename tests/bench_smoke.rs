@@ -9,7 +9,8 @@ mod harness;
 
 use harness::client::Parse;
 use harness::scenarios::{
-    fanout_mcpmux, fanout_raw, forwarding, read_storm, storm, Bins, Env, URI,
+    fanout_holders, fanout_mcpmux, fanout_raw, forwarding, read_storm, storm, Bins, Env, Holders,
+    URI,
 };
 
 fn env_with(parse: Parse) -> Env {
@@ -39,11 +40,14 @@ async fn storm_of_n_clients_sends_one_upstream_subscribe() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fanout_delivers_every_update_to_every_client() {
+async fn fanout_delivers_every_update_to_every_client_of_either_era() {
     let mut runs = vec![];
     for parse in [Parse::Full, Parse::Light] {
         let env = env_with(parse);
         runs.push(fanout_mcpmux(&env, 3, 3, 2).await.unwrap());
+        for holders in [Holders::Modern, Holders::Mixed] {
+            runs.push(fanout_holders(&env, 3, 3, 2, holders).await.unwrap());
+        }
         runs.push(fanout_raw(&env, 3, 3, 2, 1).await.unwrap());
         runs.push(fanout_raw(&env, 3, 3, 2, 2).await.unwrap());
     }

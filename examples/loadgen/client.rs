@@ -216,6 +216,41 @@ fn stamp_of(ev: &[u8]) -> Option<u64> {
     std::str::from_utf8(&ev[at..at + digits]).ok()?.parse().ok()
 }
 
+/// Opens a 2026-07-28 `subscriptions/listen` stream for `uri` (stateless: no session)
+/// and starts counting its updates.
+///
+/// # Errors
+/// Any HTTP failure or a non-success status.
+pub async fn open_listen(
+    http: &reqwest::Client,
+    url: &str,
+    uri: Arc<str>,
+    tally: Arc<Tally>,
+    parse: Parse,
+) -> Result<Receiver> {
+    let body = json!({"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
+        "params": {"notifications": {"resourceSubscriptions": [&*uri]}, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let resp = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN_VERSION)
+        .header("mcp-method", "subscriptions/listen")
+        .body(body.to_string())
+        .send()
+        .await
+        .context("subscriptions/listen")?;
+    if !resp.status().is_success() {
+        bail!("subscriptions/listen: HTTP {}", resp.status());
+    }
+    Ok(receive(resp, uri, tally, parse))
+}
+
+/// The 2026-07-28 protocol version (listen holders).
+pub const MODERN_VERSION: &str = "2026-07-28";
+
 /// One MCP session over Streamable HTTP.
 pub struct Session {
     http: reqwest::Client,

@@ -16,7 +16,8 @@ use serde_json::{json, Value};
 use tokio::runtime::Handle;
 
 use super::client::{
-    http_pool, ns_since, receive, thread_cpu, LineClient, Parse, Receiver, Session, Tally,
+    http_pool, ns_since, open_listen, receive, thread_cpu, LineClient, Parse, Receiver, Session,
+    Tally,
 };
 use super::proxy::{config_toml, Limits, Proxy, TempFile};
 use super::raw::RawServer;
@@ -60,6 +61,35 @@ impl Env {
     }
 }
 
+/// Which protocol era the holders of the URI speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holders {
+    /// Legacy sessions (`initialize`, GET stream, `resources/subscribe`).
+    Legacy,
+    /// 2026-07-28 `subscriptions/listen` streams.
+    Modern,
+    /// Every other holder of each era.
+    Mixed,
+}
+
+impl Holders {
+    fn modern(self, i: usize) -> bool {
+        match self {
+            Holders::Legacy => false,
+            Holders::Modern => true,
+            Holders::Mixed => i % 2 == 1,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Holders::Legacy => "legacy sessions",
+            Holders::Modern => "2026-07-28 listens",
+            Holders::Mixed => "half and half",
+        }
+    }
+}
+
 /// A proxy, a control session (not subscribed) and `n` sessions with GET streams.
 pub struct Bench {
     /// mcpmux in-process; `None` for a peer proxy reached by URL.
@@ -83,24 +113,43 @@ impl Bench {
     /// # Errors
     /// Any session failing to connect.
     pub async fn connect(url: &str, n: usize, parse: Parse) -> Result<Bench> {
+        Self::connect_holders(url, n, parse, Holders::Legacy).await
+    }
+
+    /// Like [`Bench::connect`], with holders of the given era(s): a modern holder is a
+    /// listen stream (already holding `URI`), with no session.
+    ///
+    /// # Errors
+    /// Any session or stream failing to connect.
+    pub async fn connect_holders(
+        url: &str,
+        n: usize,
+        parse: Parse,
+        holders: Holders,
+    ) -> Result<Bench> {
         let http = http_pool()?;
         let control = Session::connect(&http, url).await?;
         let tally = Tally::new();
         let uri: Arc<str> = URI.into();
         let http = &http;
-        let pairs: Vec<(Session, Receiver)> = futures_util::stream::iter(0..n)
-            .map(|_| {
+        let pairs: Vec<(Option<Session>, Receiver)> = futures_util::stream::iter(0..n)
+            .map(|i| {
                 let (uri, tally) = (uri.clone(), tally.clone());
                 async move {
+                    if holders.modern(i) {
+                        let r = open_listen(http, url, uri, tally, parse).await?;
+                        return anyhow::Ok((None, r));
+                    }
                     let s = Session::connect(http, url).await?;
                     let r = s.open_stream(uri, tally, parse).await?;
-                    anyhow::Ok((s, r))
+                    anyhow::Ok((Some(s), r))
                 }
             })
             .buffer_unordered(CONNECT_CONCURRENCY)
             .try_collect()
             .await?;
-        let (clients, receivers) = pairs.into_iter().unzip();
+        let (clients, receivers): (Vec<Option<Session>>, Vec<Receiver>) = pairs.into_iter().unzip();
+        let clients = clients.into_iter().flatten().collect();
         Ok(Bench {
             proxy: None,
             control,
@@ -295,17 +344,37 @@ impl Fanout {
 
 /// `n` subscribed clients; `iso` isolated updates, then a burst of `k`.
 pub async fn fanout_mcpmux(env: &Env, n: usize, k: u64, iso: u64) -> Result<Fanout> {
+    fanout_holders(env, n, k, iso, Holders::Legacy).await
+}
+
+/// [`fanout_mcpmux`] with holders of the given era(s).
+pub async fn fanout_holders(
+    env: &Env,
+    n: usize,
+    k: u64,
+    iso: u64,
+    holders: Holders,
+) -> Result<Fanout> {
     let limits = Limits {
         max_clients: n + 16,
         // Deep enough that a burst never coalesces: this measures delivery, not policy.
         client_queue: (k as usize + 64).max(Limits::default().client_queue),
         ..Limits::default()
     };
-    let mut b = Bench::start(env, n, limits, env.parse).await?;
+    let proxy = Proxy::start(&env.server, &config_toml(&env.bins.scripted, limits))?;
+    let mut b = Bench::connect_holders(&proxy.url, n, env.parse, holders).await?;
+    b.proxy = Some(proxy);
+    let legacy = b.clients.len();
     ensure!(
-        b.subscribe_all().await? == n,
+        b.subscribe_all().await? == legacy,
         "not every subscribe confirmed"
     );
+    // Listens hold the URI once acknowledged; wait until the hub has every holder.
+    let deadline = Instant::now() + WAIT_MAX;
+    while b.core()?.hub.stats().await?.client_subscriptions < n {
+        ensure!(Instant::now() < deadline, "not every holder registered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let n64 = n as u64;
     let mut delivered = 0;
     for _ in 0..iso {
@@ -603,6 +672,14 @@ pub async fn smoke(env: &Env) -> Result<()> {
     let (n, k, iso) = (3, 3, 2);
     for (side, f) in [
         ("mcpmux", fanout_mcpmux(env, n, k, iso).await?),
+        (
+            "mcpmux, listen holders",
+            fanout_holders(env, n, k, iso, Holders::Modern).await?,
+        ),
+        (
+            "mcpmux, mixed holders",
+            fanout_holders(env, n, k, iso, Holders::Mixed).await?,
+        ),
         ("raw", fanout_raw(env, n, k, iso, 1).await?),
         ("raw batched", fanout_raw(env, n, k, iso, 2).await?),
     ] {

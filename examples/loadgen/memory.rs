@@ -53,6 +53,8 @@ pub async fn memory(
 ) -> Result<MemRow> {
     let limits = Limits {
         max_clients: sessions + 16,
+        // One GET stream per session, plus the pool's POST connections.
+        max_connections: 2 * sessions + 64,
         max_subscriptions_per_client: uris_per_session.max(1) + 16,
         ..Limits::default()
     };

@@ -18,6 +18,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub max_clients: usize,
+    /// `limits.max_connections`: every held stream is a connection.
+    pub max_connections: usize,
     pub client_queue: usize,
     pub max_subscriptions_per_client: usize,
 }
@@ -26,6 +28,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_clients: 1024,
+            max_connections: 4096,
             client_queue: 1024,
             max_subscriptions_per_client: 4096,
         }
@@ -35,10 +38,11 @@ impl Default for Limits {
 /// A config with one scripted upstream (200 static resources) and the given limits.
 pub fn config_toml(scripted: &Path, limits: Limits) -> String {
     format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\nmax_clients = {}\nclient_queue = {}\n\
-         max_subscriptions_per_client = {}\n\n[servers.scripted]\ncommand = {:?}\n\
-         env = {{ SCRIPTED_RESOURCES = \"200\" }}\n",
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\nmax_clients = {}\nmax_connections = {}\n\
+         client_queue = {}\nmax_subscriptions_per_client = {}\n\n[servers.scripted]\n\
+         command = {:?}\nenv = {{ SCRIPTED_RESOURCES = \"200\" }}\n",
         limits.max_clients,
+        limits.max_connections,
         limits.client_queue,
         limits.max_subscriptions_per_client,
         scripted.display().to_string()

@@ -245,6 +245,7 @@ pub async fn storm(env: &Env, n: usize) -> Result<StormRow> {
     let t0 = Instant::now();
     let limits = Limits {
         max_clients: n + 16,
+        max_connections: 2 * n + 64,
         ..Limits::default()
     };
     let mut b = Bench::start(env, n, limits, Parse::Full).await?;
@@ -357,6 +358,7 @@ pub async fn fanout_holders(
 ) -> Result<Fanout> {
     let limits = Limits {
         max_clients: n + 16,
+        max_connections: 2 * n + 64,
         // Deep enough that a burst never coalesces: this measures delivery, not policy.
         client_queue: (k as usize + 64).max(Limits::default().client_queue),
         ..Limits::default()
@@ -520,6 +522,7 @@ impl ReadRow {
 pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
     let limits = Limits {
         max_clients: n + 16,
+        max_connections: 2 * n + 64,
         ..Limits::default()
     };
     let mut b = Bench::start(env, n, limits, Parse::Full).await?;

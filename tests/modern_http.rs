@@ -423,3 +423,31 @@ async fn a_modern_client_without_the_capability_is_not_asked() {
         "{r}"
     );
 }
+
+#[tokio::test]
+async fn mcp_param_headers_must_mirror_x_mcp_header_arguments() {
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    let body = request(
+        json!(1),
+        "tools/call",
+        json!({"name": "regional", "arguments": {"region": "us-west1", "query": "q"}}),
+    );
+    for (headers, status, code) in [
+        (vec![("mcp-param-region", "us-west1")], 200, None),
+        (vec![], 400, Some(-32020)),
+        (vec![("Mcp-Param-Region", "eu-north1")], 400, Some(-32020)),
+    ] {
+        let resp = m.post_with(&body, &headers).await;
+        let got = resp.status().as_u16();
+        let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+        assert_eq!(
+            (got, v["error"]["code"].as_i64()),
+            (status, code),
+            "{headers:?}: {v}"
+        );
+        if code.is_none() {
+            assert_eq!(v["result"]["content"][0]["text"], "us-west1: q", "{v}");
+        }
+    }
+}

@@ -54,6 +54,7 @@
 //! | `fail_reads` | `{uri, code?, message?}` | reads of `uri` answer an error (default `-32603`) |
 //! | `clear_faults` | `{}` | removes every `fail_reads` fault |
 //! | `hang` | `{}` | never answered (until cancelled) |
+//! | `regional` | `{region, query?}` | answers `"<region>: <query>"`; `region` carries `x-mcp-header: "Region"` in its schema |
 //! | `delay` | `{ms, text?}` | answers `text` after `ms` milliseconds; other requests are served meanwhile |
 //! | `exit` | `{code?}` | flushes stdout and exits with `code` (default 0), no result |
 //! | `progress` | `{steps, interval_ms?}` | with `_meta.progressToken`, sends `steps` progress notifications (one every `interval_ms`, default at once), then the result |

@@ -89,6 +89,15 @@ pub fn definitions() -> Vec<Value> {
             &[],
         ),
         tool(
+            "regional",
+            "Echoes `region` and `query`; `region` is mirrored in the Mcp-Param-Region header (x-mcp-header)",
+            json!({
+                "region": {"type": "string", "x-mcp-header": "Region"},
+                "query": {"type": "string"},
+            }),
+            &["region"],
+        ),
+        tool(
             "delay",
             "Answers `text` after `ms` milliseconds (other requests are served meanwhile)",
             json!({"ms": {"type": "integer", "minimum": 0}, "text": {"type": "string"}}),
@@ -217,6 +226,9 @@ impl Server {
                 self.hung.push(id.clone());
                 Outcome::Parked
             }
+            "regional" => str_param(args, "region")
+                .map(|r| text_result(format!("{r}: {}", args["query"].as_str().unwrap_or(""))))
+                .into(),
             "delay" => match i64_arg(args, "ms") {
                 Ok(Some(ms)) if ms >= 0 => {
                     let text = args

@@ -48,6 +48,10 @@ pub enum ClientKind {
         /// The outbox is the connection's, shared with its other requests (stdio):
         /// the hub must not close it when this client ends.
         shared_outbox: bool,
+        /// Over HTTP: the request's `Mcp-Param-{Name}` headers (lower-case name after
+        /// the prefix, raw value), checked against the tool's `x-mcp-header`
+        /// annotations. `None` on stdio, where they do not exist.
+        param_headers: Option<Vec<(String, String)>>,
     },
 }
 

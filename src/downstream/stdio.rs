@@ -194,6 +194,7 @@ async fn modern_target(
                 capabilities: meta.client_capabilities.unwrap_or_default(),
                 log_level: meta.log_level,
                 shared_outbox: true,
+                param_headers: None,
             };
             let Ok(sub) = hub.open(outbox.clone(), kind).await else {
                 return refuse(

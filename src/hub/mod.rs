@@ -314,6 +314,7 @@ impl Hub {
                         ClientKind::Modern {
                             capabilities,
                             log_level,
+                            param_headers,
                             ..
                         } => {
                             if let Some(level) = log_level.as_deref().and_then(lists::level_index) {
@@ -325,7 +326,7 @@ impl Hub {
                             Some(ClientInit {
                                 declared_subscribe: true,
                                 capabilities,
-                                modern: Some(modern::ModernClient::default()),
+                                modern: Some(modern::ModernClient::new(param_headers)),
                             })
                         }
                     };

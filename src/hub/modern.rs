@@ -34,6 +34,17 @@ pub(super) struct ModernClient {
     requests: HashMap<RawId, (Box<str>, Option<String>)>,
     /// Set on a listen stream.
     pub(super) listen: Option<Listen>,
+    /// Over HTTP, the request's `Mcp-Param-*` headers.
+    pub(super) param_headers: Option<Vec<(String, String)>>,
+}
+
+impl ModernClient {
+    pub(super) fn new(param_headers: Option<Vec<(String, String)>>) -> Self {
+        ModernClient {
+            param_headers,
+            ..Default::default()
+        }
+    }
 }
 
 /// One `subscriptions/listen` stream.
@@ -103,6 +114,11 @@ impl Hub {
         if self.on_mrtr_retry(client, &id, &msg) {
             return;
         }
+        if method == methods::TOOLS_CALL {
+            if let Err(why) = self.check_param_headers(client, &msg) {
+                return self.reply_error(client, &id, modern::code::HEADER_MISMATCH, &why);
+            }
+        }
         match method.as_str() {
             methods::SERVER_DISCOVER => {
                 let result = self.discover_result();
@@ -116,6 +132,31 @@ impl Hub {
             }
             _ => self.forward_request(client, id, msg),
         }
+    }
+
+    /// `Mcp-Param-*` headers of an HTTP `tools/call` against the tool's definition, when
+    /// mcpmux knows it (from the upstream's list).
+    fn check_param_headers(&self, client: ClientId, msg: &Message) -> Result<(), String> {
+        let Some(headers) = self
+            .clients
+            .get(&client)
+            .and_then(|c| c.init.as_ref())
+            .and_then(|i| i.modern.as_ref())
+            .and_then(|m| m.param_headers.as_ref())
+        else {
+            return Ok(());
+        };
+        let params: Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let Some(name) = params["name"].as_str() else {
+            return Ok(());
+        };
+        let Some(tool) = self.catalog.item(ListKind::Tools, name) else {
+            return Ok(());
+        };
+        modern::check_param_headers(&tool["inputSchema"], &params["arguments"], headers)
     }
 
     pub(super) fn modern_mut(&mut self, client: ClientId) -> Option<&mut ModernClient> {

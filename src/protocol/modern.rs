@@ -234,6 +234,93 @@ pub fn decode_header_value(value: &str) -> Option<String> {
     }
 }
 
+/// Checks the `Mcp-Param-{Name}` headers of a `tools/call` against the tool's
+/// `inputSchema` (its `x-mcp-header` annotations, reached through `properties` only)
+/// and the call's `arguments`: every annotated parameter with a value must have its
+/// header, equal after decoding (integers compared as numbers, booleans as
+/// `true`/`false`); a header for an annotated parameter without a value is a mismatch
+/// too. Headers no annotation names are not checked (intermediaries pass them on).
+/// `headers` are (lower-case name after `mcp-param-`, raw value).
+///
+/// # Errors
+/// The -32020 message for the first mismatch.
+pub fn check_param_headers(
+    input_schema: &Value,
+    arguments: &Value,
+    headers: &[(String, String)],
+) -> Result<(), String> {
+    let mut annotated = Vec::new();
+    collect_annotations(input_schema, &mut Vec::new(), &mut annotated);
+    for (name, path) in annotated {
+        let value = path
+            .iter()
+            .try_fold(arguments, |v, k| v.get(k))
+            .filter(|v| !v.is_null());
+        let header = headers
+            .iter()
+            .find(|(h, _)| h.eq_ignore_ascii_case(&name))
+            .map(|(_, v)| v.as_str());
+        match (value, header) {
+            (None, None) => {}
+            (Some(_), None) => {
+                return Err(format!(
+                    "Header mismatch: Mcp-Param-{name} is required for argument {}",
+                    path.join(".")
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(format!(
+                    "Header mismatch: Mcp-Param-{name} was sent but argument {} has no value",
+                    path.join(".")
+                ))
+            }
+            (Some(v), Some(raw)) => {
+                let Some(decoded) = decode_header_value(raw) else {
+                    return Err(format!(
+                        "Header mismatch: Mcp-Param-{name} value is not valid"
+                    ));
+                };
+                let same = match v {
+                    Value::String(s) => *s == decoded,
+                    Value::Bool(b) => decoded == if *b { "true" } else { "false" },
+                    Value::Number(n) => decoded
+                        .parse::<f64>()
+                        .ok()
+                        .zip(n.as_f64())
+                        .is_some_and(|(a, b)| a == b),
+                    _ => false,
+                };
+                if !same {
+                    return Err(format!(
+                        "Header mismatch: Mcp-Param-{name} header value '{decoded}' does not match body value '{v}'"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `(x-mcp-header value, property path)` of every annotation reachable from `schema`
+/// through `properties` alone.
+fn collect_annotations(
+    schema: &Value,
+    path: &mut Vec<String>,
+    out: &mut Vec<(String, Vec<String>)>,
+) {
+    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+        return;
+    };
+    for (key, sub) in props {
+        path.push(key.clone());
+        if let Some(h) = sub.get("x-mcp-header").and_then(Value::as_str) {
+            out.push((h.to_owned(), path.clone()));
+        }
+        collect_annotations(sub, path, out);
+        path.pop();
+    }
+}
+
 /// Methods that do not exist in the modern era (their work is done per request or by
 /// `subscriptions/listen`): a modern request for one gets -32601 (HTTP 404).
 pub fn legacy_only(method: &str) -> bool {
@@ -354,6 +441,52 @@ mod tests {
             (400, -32602),
             "capabilities are required"
         );
+    }
+
+    #[test]
+    fn param_headers_follow_the_x_mcp_header_annotations() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "deep": {"type": "object", "properties": {"flag": {"type": "boolean", "x-mcp-header": "Flag"}}},
+            "list": {"type": "array", "items": {"properties": {"x": {"x-mcp-header": "Hidden"}}}},
+            "query": {"type": "string"}
+        }});
+        let h = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+            v.iter()
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .collect()
+        };
+        let args = json!({"region": "us-west1", "n": 42, "deep": {"flag": true}, "query": "q"});
+        let ok = h(&[
+            ("region", "us-west1"),
+            ("n", "42.0"),
+            ("flag", "true"),
+            ("other", "x"),
+        ]);
+        assert_eq!(check_param_headers(&schema, &args, &ok), Ok(()));
+        let missing = h(&[("region", "us-west1"), ("n", "42")]);
+        assert!(check_param_headers(&schema, &args, &missing)
+            .unwrap_err()
+            .contains("Mcp-Param-Flag"));
+        let wrong = h(&[("region", "eu"), ("n", "42"), ("flag", "true")]);
+        assert!(check_param_headers(&schema, &args, &wrong)
+            .unwrap_err()
+            .contains("'eu'"));
+        // Base64 sentinel decoded; an argument without a value needs no header.
+        let args = json!({"region": "Hello, 世界"});
+        let enc = {
+            use base64::Engine as _;
+            format!(
+                "=?base64?{}?=",
+                base64::engine::general_purpose::STANDARD.encode("Hello, 世界")
+            )
+        };
+        assert_eq!(
+            check_param_headers(&schema, &args, &h(&[("region", &enc)])),
+            Ok(())
+        );
+        assert!(check_param_headers(&schema, &json!({}), &h(&[("region", "x")])).is_err());
     }
 
     #[test]

@@ -314,6 +314,17 @@ impl Catalog {
         }
     }
 
+    /// The list item an upstream gave for the name clients know as `exposed` (a tool's
+    /// definition, say), when its list is known.
+    pub fn item(&self, kind: ListKind, exposed: &str) -> Option<&Value> {
+        let (u, own) = self.routes.get(&kind)?.get(exposed)?;
+        self.pages
+            .get(&(*u, kind))?
+            .values()
+            .flat_map(|p| p.items.iter())
+            .find(|i| i[kind.name_key()].as_str() == Some(own.as_str()))
+    }
+
     /// The exposed form of an upstream's URI (for updates and list items).
     pub fn expose_uri(&self, u: UpstreamId, uri: &str) -> String {
         expose(self.prefix(u), true, uri)

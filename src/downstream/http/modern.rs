@@ -88,6 +88,7 @@ pub(super) async fn handle(
         capabilities: meta.client_capabilities.unwrap_or_default(),
         log_level: meta.log_level.clone(),
         shared_outbox: false,
+        param_headers: Some(param_headers(headers)),
     };
     let client = match app.hub.open(outbox.clone(), kind).await {
         Ok(c) => c,
@@ -131,10 +132,10 @@ pub(super) async fn handle(
     }
     match answer {
         Some(bytes) => {
-            let status = if is_method_not_found(&bytes) {
-                StatusCode::NOT_FOUND
-            } else {
-                StatusCode::OK
+            let status = match error_code(&bytes) {
+                Some(code::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
+                Some(modern::code::HEADER_MISMATCH) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::OK,
             };
             json_response(status, bytes)
         }
@@ -148,6 +149,17 @@ pub(super) async fn handle(
             json_response(StatusCode::OK, m.to_bytes())
         }
     }
+}
+
+/// The request's `Mcp-Param-{Name}` headers: (lower-case name, value).
+fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let name = k.as_str().strip_prefix("mcp-param-")?;
+            Some((name.to_owned(), v.to_str().ok()?.to_owned()))
+        })
+        .collect()
 }
 
 /// Waits for the response to `id` on the request's outbox (other messages have no
@@ -165,10 +177,13 @@ async fn answer(outbox: &Outbox, id: &RawId) -> Option<bytes::Bytes> {
     }
 }
 
-/// Whether a JSON-RPC response is a -32601 error (HTTP 404 in this era).
-fn is_method_not_found(bytes: &[u8]) -> bool {
+/// The code of a JSON-RPC error response (-32601 is HTTP 404 in this era, -32020 400).
+fn error_code(bytes: &[u8]) -> Option<i64> {
     serde_json::from_slice::<serde_json::Value>(bytes)
-        .is_ok_and(|v| v["error"]["code"] == serde_json::json!(code::METHOD_NOT_FOUND))
+        .ok()?
+        .get("error")?
+        .get("code")?
+        .as_i64()
 }
 
 /// Writes the request's messages to its SSE stream until its response (or, for a

@@ -296,6 +296,12 @@ try {
   process.exit(0);
 } catch (e) {
   if (Object.keys(result).length > 0) process.stdout.write(`${JSON.stringify(result)}\n`);
-  process.stderr.write(`modern_client.mjs: FAILED: ${e instanceof ScenarioError ? e.message : (e?.stack ?? e)}\n`);
+  const what =
+    e instanceof ScenarioError
+      ? e.message
+      : e?.message
+        ? `${e.constructor?.name ?? "Error"}${e.code !== undefined ? ` ${e.code}` : ""}: ${e.message}`
+        : String(e);
+  process.stderr.write(`modern_client.mjs: FAILED: ${what}\n`);
   process.exit(1);
 }

@@ -359,11 +359,13 @@ function runHttp(opts) {
     const host = opts.host.includes(":") ? `[${opts.host}]` : opts.host;
     process.stdout.write(`modern_server listening on http://${host}:${port}${opts.path}\n`);
   });
-  const stop = () => {
-    server.closeAllConnections?.();
-    server.close();
-    void handler.close().finally(() => process.exit(0));
-  };
+  // handler.close() first: it ends open listen streams with their graceful result.
+  const stop = () =>
+    void handler.close().finally(() => {
+      server.closeAllConnections?.();
+      server.close();
+      process.exit(0);
+    });
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);
 }

@@ -14,9 +14,10 @@
 //                         the previous update arrived; --no-trigger: something else does
 //   --call NAME           a tool called once before listening (default echo)
 //   --call-args JSON      (default {"text": "hello from modern_client"})
-//   --mrtr NAME           also call this tool with an elicitation handler that accepts
-//   --mrtr-args JSON      {confirm: true} (default args {"action": "deploy"}); the SDK
-//                         answers the input_required round(s) and retries on its own
+//   --mrtr NAME           also call this tool, declaring elicitation (form) and sampling with
+//   --mrtr-args JSON      handlers that accept {confirm: true} / answer "sampled by
+//                         modern_client" (default args {"action": "deploy"}); the SDK answers
+//                         the input_required round(s) and retries on its own
 //   --probe-in-place      stdio: use a subclass of StdioClientTransport, which the SDK probes
 //                         on the connection itself (CMD starts once; its wire then carries
 //                         the probe) instead of in a sibling process
@@ -173,20 +174,26 @@ async function run(o, out) {
   Object.assign(out, { scenario: "modern", transport: o.stdio ? "stdio" : "http", uri: o.uri, updatesWanted: o.updates });
   let listenId;
   let elicitations = 0;
+  let samplings = 0;
 
   const client = new Client(
     { name: "mcpmux-modern-client", version: "0.0.0" },
     {
       versionNegotiation: { mode: { pin: MODERN } },
-      // Elicitation is declared (and answered) only when an MRTR tool is exercised: the
-      // per-request clientCapabilities then carry {elicitation: {}}; otherwise {}.
-      ...(o.mrtr ? { capabilities: { elicitation: { form: {} } } } : {}),
+      // Elicitation and sampling are declared (and answered) only when an MRTR tool is
+      // exercised: the per-request clientCapabilities then carry {elicitation: {form: {}},
+      // sampling: {}}; otherwise {}.
+      ...(o.mrtr ? { capabilities: { elicitation: { form: {} }, sampling: {} } } : {}),
     },
   );
   if (o.mrtr) {
     client.setRequestHandler("elicitation/create", async () => {
       elicitations++;
       return { action: "accept", content: { confirm: true } };
+    });
+    client.setRequestHandler("sampling/createMessage", async () => {
+      samplings++;
+      return { role: "assistant", model: "modern-client", content: { type: "text", text: "sampled by modern_client" } };
     });
   }
 
@@ -244,7 +251,7 @@ async function run(o, out) {
         o.timeoutMs,
         `tools/call ${o.mrtr} (MRTR)`,
       );
-      out.mrtr = { name: o.mrtr, text: textOf(r), isError: r.isError ?? false, elicitations };
+      out.mrtr = { name: o.mrtr, text: textOf(r), isError: r.isError ?? false, elicitations, samplings };
     }
 
     const sub = await withTimeout(client.listen({ resourceSubscriptions: [o.uri] }), o.timeoutMs, "listen ack");

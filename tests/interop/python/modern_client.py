@@ -22,8 +22,9 @@ drained alongside only to count what it yields.
 
 Options: --uri URI (default test://modern/counter), --updates K (2), --tool NAME (bump)
 --tool-args JSON (default {"uri": URI}), --no-trigger, --call NAME (echo) --call-args JSON,
---mrtr NAME --mrtr-args JSON (call an input_required tool; the elicitation callback accepts
-{confirm: true} and the SDK retries), --timeout S (30, overall bound).
+--mrtr NAME --mrtr-args JSON (call an input_required tool; elicitation and sampling
+callbacks are declared, accepting {confirm: true} / answering a fixed text, and the SDK
+retries), --timeout S (30, overall bound).
 
 One JSON line on stdout; exit 0 on success, 1 with a message on stderr otherwise.
 """
@@ -62,6 +63,7 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
     transport_errors: list[str] = []
     arrived = anyio.Condition()
     elicitations = 0
+    samplings = 0
 
     async def on_message(message: Any) -> None:
         nonlocal other_updates
@@ -83,6 +85,13 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
         elicitations += 1
         return types.ElicitResult(action="accept", content={"confirm": True})
 
+    async def on_sample(_context: Any, _params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        nonlocal samplings
+        samplings += 1
+        return types.CreateMessageResult(
+            role="assistant", model="modern-client-py", content=types.TextContent(type="text", text="sampled by modern_client.py")
+        )
+
     async def nth_update(n: int) -> None:
         async with arrived:
             while len(updates) < n:
@@ -97,6 +106,7 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
         mode=MODERN,
         message_handler=on_message,
         elicitation_callback=on_elicit if args.mrtr else None,
+        sampling_callback=on_sample if args.mrtr else None,
         client_info=types.Implementation(name="mcpmux-modern-client-py", version="0.0.0"),
     ) as client:
         # Under a version pin the session adopted a synthesized DiscoverResult, and
@@ -123,7 +133,7 @@ async def run(args: argparse.Namespace, out: dict[str, Any]) -> None:
 
         if args.mrtr:
             r = await client.call_tool(args.mrtr, args.mrtr_args)
-            out["mrtr"] = {"name": args.mrtr, "text": text_of(r), "isError": bool(r.is_error), "elicitations": elicitations}
+            out["mrtr"] = {"name": args.mrtr, "text": text_of(r), "isError": bool(r.is_error), "elicitations": elicitations, "samplings": samplings}
 
         events: list[str] = []
         async with client.listen(resource_subscriptions=[args.uri]) as sub:

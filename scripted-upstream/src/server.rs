@@ -179,12 +179,18 @@ impl Server {
             "ping" | "logging/setLevel" => Some(Ok(json!({}))),
             "completion/complete" => Some(Ok(complete(&params))),
             "resources/list" => Some(self.list_resources(&params)),
-            "resources/templates/list" => Some(Ok(json!({"resourceTemplates": [{
-                "uriTemplate": format!("{DYNAMIC_PREFIX}{{id}}"),
-                "name": "dynamic",
-                "description": "Any id exists; text, or blob when the id contains \"blob\"",
-                "mimeType": "text/plain",
-            }]}))),
+            "resources/templates/list" => {
+                let mut templates = vec![json!({
+                    "uriTemplate": format!("{DYNAMIC_PREFIX}{{id}}"),
+                    "name": "dynamic",
+                    "description": "Any id exists; text, or blob when the id contains \"blob\"",
+                    "mimeType": "text/plain",
+                })];
+                if self.config.conformance {
+                    templates.extend(crate::conformance::templates());
+                }
+                Some(Ok(json!({"resourceTemplates": templates})))
+            }
             "resources/read" => self.read_resource(id.clone(), &params),
             "resources/subscribe" => Some(str_param(&params, "uri").map(|uri| {
                 self.subscribed.insert(uri.to_owned());
@@ -194,13 +200,34 @@ impl Server {
                 self.subscribed.remove(uri);
                 json!({})
             })),
-            "prompts/list" => Some(Ok(json!({"prompts": [{
-                "name": "greet",
-                "description": "Greets someone",
-                "arguments": [{"name": "name", "description": "Who to greet", "required": true}],
-            }]}))),
-            "prompts/get" => Some(get_prompt(&params)),
-            "tools/list" => Some(Ok(json!({"tools": crate::tools::definitions()}))),
+            "prompts/list" => {
+                let mut prompts = vec![json!({
+                    "name": "greet",
+                    "description": "Greets someone",
+                    "arguments": [{"name": "name", "description": "Who to greet", "required": true}],
+                })];
+                if self.config.conformance {
+                    prompts.extend(crate::conformance::prompts());
+                }
+                Some(Ok(json!({"prompts": prompts})))
+            }
+            "prompts/get" => Some(
+                self.config
+                    .conformance
+                    .then(|| {
+                        let name = params["name"].as_str().unwrap_or_default();
+                        crate::conformance::prompt(name, &params["arguments"])
+                    })
+                    .flatten()
+                    .unwrap_or_else(|| get_prompt(&params)),
+            ),
+            "tools/list" => {
+                let mut tools = crate::tools::definitions();
+                if self.config.conformance {
+                    tools.extend(crate::conformance::tools());
+                }
+                Some(Ok(json!({"tools": tools})))
+            }
             "tools/call" => return self.call_tool(id, &params).await,
             _ => Some(Err(RpcError::new(
                 -32601,
@@ -308,6 +335,10 @@ impl Server {
                 json!({"uri": format!("{STATIC_PREFIX}{k}"), "name": format!("static-{k}"), "mimeType": mime})
             })
             .collect();
+        let mut resources = resources;
+        if self.config.conformance && start == 0 {
+            resources.extend(crate::conformance::resources());
+        }
         let mut result = json!({"resources": resources});
         if end < self.config.resources {
             result["nextCursor"] = json!(format!("{CURSOR_PREFIX}{end}"));
@@ -323,7 +354,13 @@ impl Server {
         };
         let reply = if let Some(fault) = self.faults.get(&uri) {
             Err(fault.clone())
-        } else if let Some(contents) = self.contents(&uri) {
+        } else if let Some(contents) = self
+            .config
+            .conformance
+            .then(|| crate::conformance::read(&uri))
+            .flatten()
+            .or_else(|| self.contents(&uri))
+        {
             Ok(json!({"contents": [contents]}))
         } else {
             Err(RpcError {
@@ -428,6 +465,7 @@ mod tests {
             log_path: None,
             crash_on_start: false,
             ignore_eof: false,
+            conformance: false,
         };
         Server::new(config, tokio::sync::mpsc::unbounded_channel().0)
     }

@@ -291,6 +291,9 @@ impl Server {
                 );
                 Ok(text_result("logged")).into()
             }
+            n if self.config.conformance && crate::conformance::is_tool(n) => {
+                self.conformance_tool(id, n, args, params)
+            }
             _ => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))).into(),
         }
     }
@@ -394,6 +397,55 @@ impl Server {
         }
         let sent = if token.is_some() { steps } else { 0 };
         Ok(structured_result(json!({"steps": steps, "sent": sent})))
+    }
+
+    /// A tool of the conformance suite's fixture surface.
+    fn conformance_tool(
+        &mut self,
+        id: &Value,
+        name: &str,
+        args: &Value,
+        params: &Value,
+    ) -> Outcome {
+        if let Some(result) = crate::conformance::immediate(name) {
+            return Ok(result).into();
+        }
+        match name {
+            "test_tool_with_progress" => {
+                if let Some(token) = params.pointer("/_meta/progressToken") {
+                    for i in 1..=3 {
+                        self.out.notify(
+                            "notifications/progress",
+                            json!({"progressToken": token, "progress": i * 50 - 50, "total": 100}),
+                        );
+                    }
+                }
+                Ok(text_result("Progress test completed")).into()
+            }
+            "test_tool_with_logging" => {
+                for step in [
+                    "Tool execution started",
+                    "Tool processing data",
+                    "Tool execution completed",
+                ] {
+                    self.out.notify(
+                        "notifications/message",
+                        json!({"level": "info", "logger": "conformance", "data": step}),
+                    );
+                }
+                Ok(text_result("Logging test completed")).into()
+            }
+            _ => match crate::conformance::client_request(name, args) {
+                Some((method, request)) => {
+                    let request_id = format!("s{}", self.next_sample);
+                    self.next_sample += 1;
+                    self.sampling.insert(request_id.clone(), id.clone());
+                    self.out.request(&request_id, method, request);
+                    Outcome::Parked
+                }
+                None => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))).into(),
+            },
+        }
     }
 
     /// `progress` with `interval_ms`: one notification every `ms`, then the result,

@@ -360,8 +360,8 @@ impl Hub {
 
     /// The client (and its request id) a message from `upstream` belongs to, if it
     /// can be known: by the request the transport says it came with, or, when the
-    /// transport cannot tell, the only request in flight there when that one is a
-    /// client's.
+    /// transport cannot tell, the only request in flight there (not counting mcpmux's
+    /// log-level and catalog requests) when that one is a client's.
     pub(super) fn owner_of(
         &self,
         upstream: UpstreamId,
@@ -370,10 +370,24 @@ impl Hub {
         let pid = match related {
             Related::Request(raw) => ProxyId(raw.as_u64()?),
             Related::Nothing => return None,
-            Related::Unknown => match self.pending.ids_on_upstream(upstream).as_slice() {
-                [only] => *only,
-                _ => return None,
-            },
+            Related::Unknown => {
+                // mcpmux's own bookkeeping requests (log level, catalog pages) answer
+                // quickly and say nothing of any client: they do not make it ambiguous.
+                let mut ids = self
+                    .pending
+                    .ids_on_upstream(upstream)
+                    .into_iter()
+                    .filter(|p| {
+                        !matches!(
+                            self.pending.get(*p).map(|e| &e.origin),
+                            Some(Origin::Internal(_) | Origin::CatalogFetch { .. })
+                        )
+                    });
+                match (ids.next(), ids.next()) {
+                    (Some(only), None) => only,
+                    _ => return None,
+                }
+            }
         };
         match self.pending.get(pid) {
             Some(e) if e.upstream == upstream => match &e.origin {

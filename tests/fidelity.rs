@@ -405,16 +405,7 @@ async fn a_server_that_ignores_stdin_eof_gets_sigterm_before_sigkill() {
     let mut d = Daemon::start(&scripted_config(LISTEN, "", &server)).await;
     let mut a = HttpClient::connect(&d.url, json!({})).await;
     let _ = a.tool("stats", json!({})).await;
-    let pid = d.child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
-        .await
-        .expect("mcpmux did not exit")
-        .unwrap();
+    let status = d.terminate().await;
     assert_eq!(status.code(), Some(0));
     // The server recorded the SIGTERM (it exits 0 on it) rather than being killed.
     let seen = logged(&log);

@@ -75,16 +75,7 @@ async fn sigterm_unsubscribes_everything_exits_zero_and_reaps_the_upstream() {
     let upstream = pids_with(&marker);
     assert_eq!(upstream.len(), 1, "exactly one scripted upstream runs");
 
-    let pid = d.child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
-        .await
-        .expect("mcpmux did not exit after SIGTERM")
-        .unwrap();
+    let status = d.terminate().await;
     assert_eq!(status.code(), Some(0), "{status}");
 
     // The upstream was stopped and reaped before mcpmux exited.
@@ -138,19 +129,11 @@ async fn call_across_sigterm(drain_ms: u64, tool: &str, args: Value) -> (Vec<Val
     })
     .await
     .expect("the upstream never saw the call");
-    let pid = d.child.id().expect("running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    // mcpmux exits only after the drain, so the call has its answer by then.
+    let status = d.terminate().await;
     let got = tokio::time::timeout(EVENT_TIMEOUT, call)
         .await
         .expect("the call in flight was never answered")
-        .unwrap();
-    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
-        .await
-        .expect("mcpmux did not exit after SIGTERM")
         .unwrap();
     (got, status.code())
 }

@@ -153,6 +153,20 @@ impl Hub {
         }
     }
 
+    /// What every ready upstream offers, for the capabilities mcpmux declares.
+    pub(super) fn ready_offers(&self) -> Vec<UpstreamOffer<'_>> {
+        self.upstreams
+            .iter()
+            .filter_map(|u| match &u.status {
+                UpstreamStatus::Ready(info) => Some(UpstreamOffer {
+                    capabilities: &info.capabilities,
+                    force_subscribe: u.force_subscribe,
+                }),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn answer_initialize(&mut self, client: ClientId, msg: &Message) {
         let id = msg.id().cloned().expect("requests have ids");
         let Some(params) = parse_params::<InitializeParams>(msg.params()) else {
@@ -163,18 +177,7 @@ impl Hub {
                 "initialize needs params.protocolVersion (string) and params.capabilities",
             );
         };
-        let offers: Vec<UpstreamOffer<'_>> = self
-            .upstreams
-            .iter()
-            .filter_map(|u| match &u.status {
-                UpstreamStatus::Ready(info) => Some(UpstreamOffer {
-                    capabilities: &info.capabilities,
-                    force_subscribe: u.force_subscribe,
-                }),
-                _ => None,
-            })
-            .collect();
-        let caps = capabilities::merged_capabilities(offers);
+        let caps = capabilities::merged_capabilities(self.ready_offers());
         let declared_subscribe = capabilities::declares_subscribe(&caps);
         let instructions: Vec<&str> = self
             .upstreams

@@ -177,21 +177,10 @@ impl Hub {
 
     /// `server/discover`, answered from the aggregated upstream state.
     fn discover_result(&self) -> Value {
-        let offers: Vec<UpstreamOffer<'_>> = self
-            .upstreams
-            .iter()
-            .filter_map(|u| match &u.status {
-                UpstreamStatus::Ready(info) => Some(UpstreamOffer {
-                    capabilities: &info.capabilities,
-                    force_subscribe: u.force_subscribe,
-                }),
-                _ => None,
-            })
-            .collect();
         let mut result = json!({
             "resultType": "complete",
             "supportedVersions": modern::supported_versions(),
-            "capabilities": capabilities::merged_capabilities(offers),
+            "capabilities": capabilities::merged_capabilities(self.ready_offers()),
             "_meta": {meta::SERVER_INFO: server_info()},
         });
         let instructions: Vec<&str> = self

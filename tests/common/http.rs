@@ -74,6 +74,20 @@ impl Daemon {
         Daemon { child, url }
     }
 
+    /// Sends SIGTERM and waits (bounded) for mcpmux to exit; returns how it exited.
+    pub async fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().expect("running").to_string();
+        let kill = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        tokio::time::timeout(EVENT_TIMEOUT, self.child.wait())
+            .await
+            .expect("mcpmux did not exit after SIGTERM")
+            .unwrap()
+    }
+
     pub fn origin(&self) -> String {
         self.url.trim_end_matches("/mcp").to_owned()
     }

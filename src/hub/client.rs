@@ -167,6 +167,19 @@ impl Hub {
             .collect()
     }
 
+    /// The ready upstreams' `instructions`, joined by blank lines.
+    pub(super) fn ready_instructions(&self) -> Option<String> {
+        let all: Vec<&str> = self
+            .upstreams
+            .iter()
+            .filter_map(|u| match &u.status {
+                UpstreamStatus::Ready(i) => i.instructions.as_deref(),
+                _ => None,
+            })
+            .collect();
+        (!all.is_empty()).then(|| all.join("\n\n"))
+    }
+
     fn answer_initialize(&mut self, client: ClientId, msg: &Message) {
         let id = msg.id().cloned().expect("requests have ids");
         let Some(params) = parse_params::<InitializeParams>(msg.params()) else {
@@ -179,21 +192,13 @@ impl Hub {
         };
         let caps = capabilities::merged_capabilities(self.ready_offers());
         let declared_subscribe = capabilities::declares_subscribe(&caps);
-        let instructions: Vec<&str> = self
-            .upstreams
-            .iter()
-            .filter_map(|u| match &u.status {
-                UpstreamStatus::Ready(i) => i.instructions.as_deref(),
-                _ => None,
-            })
-            .collect();
         let mut result = json!({
             "protocolVersion": negotiate_version(&params.protocol_version),
             "capabilities": caps,
             "serverInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
         });
-        if !instructions.is_empty() {
-            result["instructions"] = json!(instructions.join("\n\n"));
+        if let Some(text) = self.ready_instructions() {
+            result["instructions"] = json!(text);
         }
         if let Some(c) = self.clients.get_mut(&client) {
             c.init = Some(ClientInit {

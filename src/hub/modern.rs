@@ -183,16 +183,8 @@ impl Hub {
             "capabilities": capabilities::merged_capabilities(self.ready_offers()),
             "_meta": {meta::SERVER_INFO: server_info()},
         });
-        let instructions: Vec<&str> = self
-            .upstreams
-            .iter()
-            .filter_map(|u| match &u.status {
-                UpstreamStatus::Ready(i) => i.instructions.as_deref(),
-                _ => None,
-            })
-            .collect();
-        if !instructions.is_empty() {
-            result["instructions"] = json!(instructions.join("\n\n"));
+        if let Some(text) = self.ready_instructions() {
+            result["instructions"] = json!(text);
         }
         let hints = self.hints_of(0..self.upstreams.len());
         set_hints(&mut result, hints);

@@ -427,9 +427,12 @@ impl Hub {
                     let out = tagged
                         .entry(id.clone())
                         .or_insert_with(|| {
-                            let mut m = msg.clone();
-                            tag_subscription(&mut m, &id);
-                            notification_out(m.to_bytes(), kind.clone(), Some(id))
+                            let bytes = crate::protocol::tag::with_meta(
+                                &plain.bytes,
+                                meta::SUBSCRIPTION_ID,
+                                id.as_json(),
+                            );
+                            notification_out(bytes, kind.clone(), Some(id))
                         })
                         .clone();
                     self.push(c, out);
@@ -475,107 +478,9 @@ fn raw_json(id: &RawId) -> Value {
     serde_json::from_str(id.as_json()).unwrap_or(Value::Null)
 }
 
-/// Merges `_meta["io.modelcontextprotocol/subscriptionId"]` into a notification's
-/// params, keeping every other member (and the rest of `_meta`) as it was. Only the
-/// top level of `params` and of `_meta` is parsed; every other value stays raw text.
-fn tag_subscription(msg: &mut Message, id: &RawId) {
-    type Shallow = serde_json::Map<String, Value>;
-    type Raw = raw_map::RawMap;
-    let mut params: Raw = match msg.params() {
-        Some(p) => match serde_json::from_str(p.get()) {
-            Ok(m) => m,
-            Err(_) => return, // not an object: nothing to tag
-        },
-        None => Raw::new(),
-    };
-    let mut meta: Shallow = params
-        .remove("_meta")
-        .and_then(|m| serde_json::from_str(m.get()).ok())
-        .unwrap_or_default();
-    meta.insert(meta::SUBSCRIPTION_ID.to_owned(), raw_json(id));
-    let Ok(meta) = serde_json::value::to_raw_value(&meta) else {
-        return;
-    };
-    params.insert("_meta".to_owned(), meta);
-    if let Ok(raw) = serde_json::value::to_raw_value(&params) {
-        msg.set_member("params", raw);
-    }
-}
-
-/// A JSON object whose members stay raw text, in their order (a `Vec`, as objects in
-/// notifications have a handful of members).
-mod raw_map {
-    use serde::de::{MapAccess, Visitor};
-    use serde::ser::SerializeMap;
-    use serde_json::value::RawValue;
-
-    #[derive(Default)]
-    pub(super) struct RawMap(Vec<(String, Box<RawValue>)>);
-
-    impl RawMap {
-        pub(super) fn new() -> Self {
-            RawMap(Vec::new())
-        }
-        pub(super) fn remove(&mut self, key: &str) -> Option<Box<RawValue>> {
-            let i = self.0.iter().position(|(k, _)| k == key)?;
-            Some(self.0.remove(i).1)
-        }
-        pub(super) fn insert(&mut self, key: String, value: Box<RawValue>) {
-            self.0.push((key, value));
-        }
-    }
-
-    impl<'de> serde::Deserialize<'de> for RawMap {
-        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = RawMap;
-                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<RawMap, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some((k, v)) = a.next_entry::<String, Box<RawValue>>()? {
-                        out.push((k, v));
-                    }
-                    Ok(RawMap(out))
-                }
-            }
-            d.deserialize_map(V)
-        }
-    }
-
-    impl serde::Serialize for RawMap {
-        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            let mut m = s.serialize_map(Some(self.0.len()))?;
-            for (k, v) in &self.0 {
-                m.serialize_entry(k, v)?;
-            }
-            m.end()
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tagging_keeps_the_rest_of_meta() {
-        let mut m = Message::notification(
-            methods::RESOURCES_UPDATED,
-            Some(&json!({"uri": "a://b", "_meta": {"x": 1}})),
-        );
-        tag_subscription(&mut m, &RawId::parse("\"listen:0\"").unwrap());
-        let v: Value = serde_json::from_slice(&m.to_bytes()).unwrap();
-        assert_eq!(v["params"]["uri"], "a://b");
-        assert_eq!(v["params"]["_meta"]["x"], 1);
-        assert_eq!(v["params"]["_meta"][meta::SUBSCRIPTION_ID], "listen:0");
-        let mut m = Message::notification(methods::TOOLS_LIST_CHANGED, None);
-        tag_subscription(&mut m, &RawId::from_u64(3));
-        let v: Value = serde_json::from_slice(&m.to_bytes()).unwrap();
-        assert_eq!(v["params"]["_meta"][meta::SUBSCRIPTION_ID], 3);
-    }
 
     #[test]
     fn hints_merge_to_the_smallest_ttl_and_private_if_any() {

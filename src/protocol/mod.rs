@@ -5,6 +5,7 @@ pub mod codec;
 pub mod message;
 pub mod methods;
 pub mod modern;
+pub mod tag;
 
 pub use message::{
     code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,

@@ -94,15 +94,7 @@ impl PendingTable {
         upstream: UpstreamId,
         origin: Origin,
     ) -> Result<ProxyId, RegisterError> {
-        if let Origin::Client { client, id, .. } = &origin {
-            if self
-                .by_client
-                .get(client)
-                .is_some_and(|m| m.contains_key(id))
-            {
-                return Err(RegisterError::DuplicateId);
-            }
-        }
+        self.check_unique(&origin)?;
         let pid = ProxyId(self.ids.allocate());
         if let Origin::Client { client, id, .. } = &origin {
             self.by_client
@@ -261,15 +253,7 @@ impl PendingTable {
     /// The new origin's client already has a request with that id in flight; nothing
     /// changed.
     pub fn reassign(&mut self, pid: ProxyId, origin: Origin) -> Result<(), RegisterError> {
-        if let Origin::Client { client, id, .. } = &origin {
-            if self
-                .by_client
-                .get(client)
-                .is_some_and(|m| m.contains_key(id))
-            {
-                return Err(RegisterError::DuplicateId);
-            }
-        }
+        self.check_unique(&origin)?;
         let Some(entry) = self.upstream_bound.get_mut(&pid) else {
             return Ok(());
         };
@@ -284,6 +268,21 @@ impl PendingTable {
                 .insert(id.clone(), pid);
         }
         Ok(())
+    }
+
+    /// A client origin's id must not already be in flight for that client.
+    fn check_unique(&self, origin: &Origin) -> Result<(), RegisterError> {
+        match origin {
+            Origin::Client { client, id, .. }
+                if self
+                    .by_client
+                    .get(client)
+                    .is_some_and(|m| m.contains_key(id)) =>
+            {
+                Err(RegisterError::DuplicateId)
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Upstream-bound requests in flight.

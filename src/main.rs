@@ -43,6 +43,10 @@ enum Cmd {
     Check {
         #[arg(long)]
         config: Option<PathBuf>,
+        /// Also connect to each server and print what it speaks (one JSON object per
+        /// line: era, versions, capabilities); non-zero exit when one fails.
+        #[arg(long)]
+        probe: bool,
     },
     /// Bridge stdin/stdout to a running mcpmux over Streamable HTTP.
     Connect {
@@ -96,10 +100,21 @@ fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
 
 async fn run(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
-        Cmd::Check { config } => {
+        Cmd::Check { config, probe } => {
             let cfg = load(config)?;
             cfg.listen.auth_token()?;
-            print!("{}", cfg.to_toml_redacted());
+            if !probe {
+                print!("{}", cfg.to_toml_redacted());
+                return Ok(());
+            }
+            let reports = mcpmux::upstream::probe::probe_all(&cfg).await;
+            let failed = reports.iter().filter(|r| r.outcome.is_err()).count();
+            for r in &reports {
+                println!("{}", r.to_json());
+            }
+            if failed > 0 {
+                anyhow::bail!("{failed} of {} servers failed the probe", reports.len());
+            }
             Ok(())
         }
         Cmd::Serve { config } => serve(load(config)?).await,

@@ -50,6 +50,9 @@ impl Core {
                         declares_roots: server
                             .client_capabilities
                             .contains(&crate::config::ClientCapability::Roots),
+                        declared_caps: crate::config::ClientCapability::declared(
+                            &server.client_capabilities,
+                        ),
                         last_caps: serde_json::Value::Null,
                         handle: spawn_upstream(
                             UpstreamId(i),

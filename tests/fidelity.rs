@@ -10,61 +10,14 @@
 mod common;
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 
-use common::http::{Daemon, HttpClient};
+use common::http::{Daemon, HttpClient, PostStream};
 use common::{scripted_config, EVENT_TIMEOUT};
-use eventsource_stream::Eventsource;
-use futures_util::{Stream, StreamExt};
+
 use serde_json::{json, Value};
 
 const LISTEN: &str = "[listen]\nhttp = \"127.0.0.1:0\"\n";
 const MARKER_URI: &str = "test://static/1";
-
-/// A POST answered as SSE, read event by event.
-struct PostStream {
-    events: Pin<Box<dyn Stream<Item = Value> + Send>>,
-}
-
-impl PostStream {
-    /// POSTs `body` asking for an SSE answer only.
-    async fn open(c: &HttpClient, body: &Value) -> PostStream {
-        let resp = c
-            .http
-            .post(&c.url)
-            .header("accept", "text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-session-id", &c.session)
-            .header("mcp-protocol-version", &c.version)
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let events = resp
-            .bytes_stream()
-            .eventsource()
-            .filter_map(|e| async move { e.ok().and_then(|e| serde_json::from_str(&e.data).ok()) });
-        PostStream {
-            events: Box::pin(events),
-        }
-    }
-
-    async fn next(&mut self) -> Option<Value> {
-        tokio::time::timeout(EVENT_TIMEOUT, self.events.next())
-            .await
-            .expect("timed out waiting for an event on a POST stream")
-    }
-
-    /// Everything until the stream ends.
-    async fn rest(mut self) -> Vec<Value> {
-        let mut out = vec![];
-        while let Some(v) = self.next().await {
-            out.push(v);
-        }
-        out
-    }
-}
 
 fn call(id: u64, tool: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",

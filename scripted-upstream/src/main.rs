@@ -4,54 +4,132 @@
 //! It deliberately does not depend on the `mcpmux` library: it is an independent peer
 //! that speaks the wire protocol (newline-delimited JSON-RPC 2.0, one compact message per
 //! line, MCP only on stdout, diagnostics on stderr), so it can catch proxy bugs that a
-//! shared codec would hide. It exits 0 on stdin EOF.
+//! shared codec would hide. It exits 0 on stdin EOF (open listens are simply dropped).
 //!
 //! # Concurrency
 //!
 //! One reader loop owns all state and handles messages in arrival order; one writer task
 //! drains an unbounded channel to stdout (batching lines, flushing when the channel is
-//! empty). Requests that must wait (held reads, `hang`, `sample`) are parked in the
-//! state and answered later, so they never block the reader. Everything a handler sends
-//! goes through the same channel, so stdout order equals send order (e.g. an
-//! `emit_update` notification is always written before that tool call's result).
+//! empty). Requests that must wait (held reads, `hang`, `sample`, `delay`, open listens,
+//! delayed listen acknowledgements) are parked in the state or in a timer task and
+//! answered later, so they never block the reader. Everything a handler sends goes
+//! through the same channel, so stdout order equals send order (e.g. an `emit_update`
+//! notification is always written before that tool call's result).
 //!
-//! # MCP surface
+//! # Eras (`SCRIPTED_ERA`)
+//!
+//! A request is **modern** when `params._meta["io.modelcontextprotocol/protocolVersion"]`
+//! is present (any value). How requests are served depends on `SCRIPTED_ERA`:
+//!
+//! - `legacy` (default): exactly the legacy surface below; modern `_meta` is ignored,
+//!   `server/discover` and `subscriptions/listen` are `-32601`, results never carry
+//!   `resultType`, and the tools `ask` and `end_listens` do not exist (`-32602 "Unknown
+//!   tool"`, not in `tools/list`).
+//! - `dual`: `initialize` is always answered the legacy way (even with modern `_meta`)
+//!   and marks the process as having a legacy session. Modern requests are validated and
+//!   served the modern way; the others are legacy (so a `server/discover` without modern
+//!   `_meta` is `-32601`, and `ping` with it is `-32601`).
+//! - `modern`: every request is served the modern way. `initialize` →
+//!   `-32022 "Unsupported protocol version: <params.protocolVersion>"` with
+//!   `data: {"supported": ["2026-07-28"], "requested": "<params.protocolVersion>"}`
+//!   (`""` when absent), whatever its `_meta`.
+//!
+//! Validation of a modern request, in this order, before the method is looked at
+//! (notifications and responses are never validated):
+//!
+//! 1. `_meta["io.modelcontextprotocol/protocolVersion"]` absent or not a string →
+//!    `-32602 "missing protocolVersion"` (no `data`);
+//! 2. not `"2026-07-28"` → `-32022 "Unsupported protocol version: <v>"`,
+//!    `data: {"supported": ["2026-07-28"], "requested": "<v>"}` (also in dual mode);
+//! 3. `_meta["io.modelcontextprotocol/clientCapabilities"]` absent or not an object →
+//!    `-32602 "missing clientCapabilities"` (no `data`).
+//!
+//! A modern request is served statelessly: nothing depends on earlier requests except
+//! open listens and tool side effects (versions, holds, faults). In particular `ping`,
+//! `logging/setLevel`, `resources/subscribe` and `resources/unsubscribe` →
+//! `-32601 "Method not found: <method>"` (`completion/complete` stays allowed).
+//!
+//! # MCP surface (legacy requests)
 //!
 //! - `initialize` echoes a supported `protocolVersion` (2025-11-25, 2025-06-18,
-//!   2025-03-26, 2024-11-05; anything else gets 2025-11-25) and declares tools, prompts,
-//!   resources (subscribe + listChanged), logging and completions.
+//!   2025-03-26, 2024-11-05; anything else gets 2025-11-25) and declares `capabilities`
+//!   `{tools: {listChanged: true}, prompts: {listChanged: true}, resources: {subscribe:
+//!   true, listChanged: true}, logging: {}, completions: {}}`, `serverInfo: {name:
+//!   <SCRIPTED_NAME>, version: "1.0.0"}`.
 //! - `ping`, `logging/setLevel` → `{}`; `completion/complete` → a few fixed values.
 //! - `resources/list` (paginated), `resources/templates/list` (`test://dynamic/{id}`),
 //!   `resources/read`, `resources/subscribe`, `resources/unsubscribe` (both `{}`).
 //! - `prompts/list`, `prompts/get` (one prompt, `greet {name}`).
 //! - `tools/list`, `tools/call` (the control tools below).
-//! - Unknown methods → `-32601`. Notifications are recorded and otherwise ignored, except
-//!   `notifications/cancelled {requestId}`, which drops a parked request (a held read, a
-//!   `hang`, or a `sample` call, in which case the outstanding `sampling/createMessage`
-//!   is cancelled towards the client too).
+//! - Unknown methods → `-32601 "Method not found: <method>"`. Notifications are recorded
+//!   and otherwise ignored, except `notifications/cancelled {requestId}`, which silently
+//!   drops a parked request (a held read, a `hang`, a `sample` call, in which case the
+//!   outstanding `sampling/createMessage` is cancelled towards the client too, or an open
+//!   listen).
 //!
-//! Resources: `test://static/1` … `test://static/N` (odd = text, even = blob) and
-//! `test://dynamic/<anything non-empty>` (text, or blob when the URI contains `blob`).
-//! Other URIs → `-32002 "Resource not found"` with `data: {uri}`. Text content is
-//! `"<uri> v<version>"`; blob content is base64 of the bytes `0..=255` followed by
-//! `" <uri> v<version>"`. `version` is the number of updates emitted for that URI.
+//! Resources: `test://static/1` … `test://static/N` (odd = text, even = blob),
+//! `test://dynamic/<anything non-empty>` and `test://nack/<anything non-empty>` (text, or
+//! blob when the URI contains `blob`; the URI may carry a query such as
+//! `?ttl=60000&scope=public`, it is part of the URI). Other URIs → `-32002 "Resource not
+//! found"` with `data: {uri}` (`-32602`, same message and data, for a modern request).
+//! Text content is `"<uri> v<version>"`; blob content is base64 of the bytes `0..=255`
+//! followed by `" <uri> v<version>"`. `version` is the number of updates emitted for that
+//! URI.
+//!
+//! # Modern surface (modern requests, `dual` and `modern` modes)
+//!
+//! - Every successful result carries `"resultType": "complete"` (tool results, `stats`,
+//!   control tools, parked answers such as `delay`, held reads and `sample` included),
+//!   except an `ask` result that is `"input_required"`. Errors are unchanged.
+//! - Results of `server/discover`, `tools/list`, `prompts/list`, `resources/list`,
+//!   `resources/templates/list` and `resources/read` also carry `ttlMs` (default
+//!   `SCRIPTED_TTL_MS`) and `cacheScope` (default `SCRIPTED_CACHE_SCOPE`). For
+//!   `resources/read`, the URI's query overrides them for that read: `ttl=<ms>` (a
+//!   non-negative integer) and/or `scope=public|private`, `&`-separated; invalid values are
+//!   ignored and the last valid one wins (e.g. `test://dynamic/a?ttl=60000&scope=public`
+//!   → `ttlMs: 60000, cacheScope: "public"`). A held read gets the values of its arrival.
+//! - `server/discover` →
+//!   `{"supportedVersions": V, "capabilities": <the object initialize declares>,
+//!   "instructions": "scripted upstream", "resultType": "complete", "ttlMs": T,
+//!   "cacheScope": S, "_meta": {"io.modelcontextprotocol/serverInfo": {"name":
+//!   <SCRIPTED_NAME>, "version": "0.0.0"}}}` with `V = ["2026-07-28"]` in modern mode and
+//!   `["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26"]` in dual mode.
+//! - `subscriptions/listen` with `params.notifications` = `{toolsListChanged?,
+//!   promptsListChanged?, resourcesListChanged?, resourceSubscriptions?: [uri]}` (absent
+//!   = `{}`; not an object, or `resourceSubscriptions` not an array of strings → `-32602`):
+//!   - First writes `notifications/subscriptions/acknowledged` with `params:
+//!     {"notifications": H, "_meta": {"io.modelcontextprotocol/subscriptionId": <the
+//!     listen's id, same JSON value>}}`. `H` holds `<flag>: true` for each list flag asked
+//!     as `true` (others omitted), and `resourceSubscriptions`: the asked URIs that are
+//!     readable resources, except those starting with `test://nack/` (never honoured),
+//!     deduplicated, in asked order; `[]` when none is honoured, omitted when not asked.
+//!     `SCRIPTED_NO_SUBSCRIBE` does not change this.
+//!   - With `SCRIPTED_ACK_DELAY_MS`, the acknowledgement is written that many ms later;
+//!     other messages are served meanwhile, and the listen receives nothing before its
+//!     acknowledgement (updates emitted meanwhile are not sent to it). If the client
+//!     cancels it first, no acknowledgement is ever sent; if `end_listens` ends it first,
+//!     the acknowledgement is written at once, just before the end.
+//!   - The listen then stays open (no response) until the client sends
+//!     `notifications/cancelled {requestId: <listen id>}` (removed, nothing sent) or the
+//!     tool `end_listens` ends it (below).
+//! - Tagged notifications: every notification for a listen is a copy whose `_meta` has
+//!   `"io.modelcontextprotocol/subscriptionId": <listen id>` added (to the tool's `meta`
+//!   when that is an object; a non-object `meta` is dropped in tagged copies).
+//! - Untagged (legacy) notifications from `emit_*` are written in legacy mode always, in
+//!   dual mode only once a legacy `initialize` happened, in modern mode never.
 //!
 //! # Control tools (`tools/call`)
 //!
 //! | tool | arguments | effect |
 //! |---|---|---|
 //! | `echo` | `{text}` | returns `text` |
-//! | `emit_update` | `{uri, meta?, stamp?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (whether or not subscribed), then the result |
-//! | `emit_updates` | `{uri, count, meta?, stamp?}` | `count` updates as fast as possible, then the result |
-//!
-//! With `stamp: true` each update's `_meta.t` is set to its emission time in
-//! nanoseconds since the UNIX epoch (a clock every process on the machine shares), so a
-//! benchmark client can measure emit→receipt latency.
-//! | `emit_list_changed` | `{kind: tools\|prompts\|resources}` | sends `notifications/<kind>/list_changed` |
+//! | `emit_update` | `{uri, meta?, stamp?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (untagged: whether or not subscribed; tagged: one per open listen whose honoured URIs contain `uri`, in opening order), then the result `{uri, version, emitted}` |
+//! | `emit_updates` | `{uri, count, meta?, stamp?}` | `count` updates as fast as possible (each: the untagged one, then the tagged ones), then the result |
+//! | `emit_list_changed` | `{kind: tools\|prompts\|resources}` | sends `notifications/<kind>/list_changed` (untagged `{}`; tagged `{_meta}` to each listen that asked `<kind>ListChanged`) |
 //! | `stats` | `{}` | the JSON below, as `structuredContent` and as text |
 //! | `hold_reads` | `{uri}` | later reads of `uri` are parked, not answered |
 //! | `release_reads` | `{uri}` | answers the parked reads (oldest first), then the result |
-//! | `fail_reads` | `{uri, code?, message?}` | reads of `uri` answer an error (default `-32603`) |
+//! | `fail_reads` | `{uri, code?, message?}` | reads of `uri` answer an error (default `-32603`), in every era |
 //! | `clear_faults` | `{}` | removes every `fail_reads` fault |
 //! | `hang` | `{}` | never answered (until cancelled) |
 //! | `regional` | `{region, query?}` | answers `"<region>: <query>"`; `region` carries `x-mcp-header: "Region"` in its schema |
@@ -60,18 +138,72 @@
 //! | `progress` | `{steps, interval_ms?}` | with `_meta.progressToken`, sends `steps` progress notifications (one every `interval_ms`, default at once), then the result |
 //! | `sample` | `{prompt}` | sends `sampling/createMessage` (ids `s1`, `s2`, …); the client's answer becomes the result |
 //! | `log` | `{level?, data?}` | sends `notifications/message` |
+//! | `ask` | `{rounds?, method?}` | dual/modern modes only: MRTR, below |
+//! | `end_listens` | `{how?: "result"\|"cancelled"}` | dual/modern modes only: ends every open listen (below), then the result text `"ended <n>"` |
+//!
+//! With `stamp: true` each update's `_meta.t` is set to its emission time in
+//! nanoseconds since the UNIX epoch (a clock every process on the machine shares), so a
+//! benchmark client can measure emit→receipt latency. Tagged copies share the `t` of
+//! their update.
+//!
+//! `end_listens` (`how` defaults to `"result"`; anything else → `-32602`) ends the open
+//! listens in opening order: `"result"` writes the graceful response
+//! `{"jsonrpc":"2.0","id":<listen id>,"result":{"resultType":"complete","_meta":
+//! {"io.modelcontextprotocol/subscriptionId":<listen id>}}}`; `"cancelled"` writes
+//! `notifications/cancelled {"requestId": <listen id>, "reason": "server ended the
+//! subscription"}`. Then the tool's own result.
+//!
+//! `ask {rounds?: n ≥ 1 (default 1), method?: "elicitation/create" (default) |
+//! "sampling/createMessage" | "roots/list"}` (other values → `-32602`):
+//!
+//! - A legacy request (dual mode) gets a tool error result
+//!   `{"content": [{"type": "text", "text": "ask needs a modern request
+//!   (params._meta[\"io.modelcontextprotocol/protocolVersion\"])"}], "isError": true}`.
+//! - The method's capability (`elicitation`, `sampling`, `roots`) must be a key of
+//!   `_meta["io.modelcontextprotocol/clientCapabilities"]` on every call (first and
+//!   retries), else `-32021 "Missing required client capability"` with
+//!   `data: {"requiredCapabilities": {"<cap>": {}}}`.
+//! - Without `params.requestState` (top level of the `tools/call` params, next to `name`
+//!   and `arguments`): `{"resultType": "input_required", "inputRequests": {"q1":
+//!   {"method": M, "params": P}}, "requestState": "ask:1:<n>"}`, where `P` for round `k`
+//!   is, for `elicitation/create`, `{"mode": "form", "message": "question <k>",
+//!   "requestedSchema": {"type": "object", "properties": {"answer": {"type":
+//!   "string"}}, "required": ["answer"]}}`; for `sampling/createMessage`,
+//!   `{"messages": [{"role": "user", "content": {"type": "text", "text": "question
+//!   <k>"}}], "maxTokens": 10}`; for `roots/list`, `{}`.
+//! - `requestState` format: `ask:<k>:<n>` when no answer is carried yet (round 1),
+//!   else `ask:<k>:<n>:<compact JSON array of the answers to q1..q(k-1)>`, e.g.
+//!   `ask:2:3:[{"action":"accept","content":{"answer":"x"}}]`: the server keeps nothing,
+//!   earlier answers travel in the state. It is invalid (→ `-32602 "invalid
+//!   requestState"`) unless it is a string of that form with `n` equal to this call's
+//!   `rounds`, `1 ≤ k ≤ n` and exactly `k-1` answers.
+//! - A retry with a valid `requestState` `ask:<k>:<n>…` needs `params.inputResponses`
+//!   with key `q<k>` (else `-32602 "missing inputResponses.q<k>"`); that value is the
+//!   answer to round `k`. If `k < n`: the next round, `q<k+1>`, state `ask:<k+1>:<n>:[…]`.
+//!   If `k == n`: `{"resultType": "complete", "content": [{"type": "text", "text":
+//!   "answers: <compact JSON array of the answers to q1..qn, in order>"}]}`.
+//! - `stats.tools.ask` counts every call (first and retries), like any tool.
 //!
 //! `stats` returns (maps sorted by key; the `stats` call itself is already counted):
 //!
 //! ```text
 //! { "name":       "<SCRIPTED_NAME>",            // which server answered (aggregation tests)
+//!   "era":        "legacy" | "dual" | "modern",
 //!   "counts":     { "<method>" | "<response>" | "<parse_error>" | "<invalid>": n },
 //!   "by_uri":     { "<method>": { "<params.uri>": n } },
 //!   "tools":      { "<tools/call params.name>": n },
-//!   "subscribed": [ "<uri>", ... ],             // sorted
+//!   "subscribed": [ "<uri>", ... ],             // sorted (legacy resources/subscribe)
 //!   "versions":   { "<uri>": updates emitted },
-//!   "pending":    { "held_reads": n, "hung": n, "sampling": n } }
+//!   "pending":    { "held_reads": n, "hung": n, "sampling": n },
+//!   "listens":    { "opened": n,                // listens ever opened (invalid ones not)
+//!                   "open": [ { "id": <listen id>, "uris": [ "<honoured uri>", ... ],  // sorted
+//!                               "tools": bool, "prompts": bool, "resources": bool },  // honoured flags
+//!                             ... ] } }         // in opening order
 //! ```
+//!
+//! `counts` counts every received message by method, whatever its era or validity
+//! (`server/discover`, `subscriptions/listen`, a rejected `initialize`,
+//! `notifications/cancelled`, …).
 //!
 //! Held reads are answered with the response computed when the read **arrived** (stale
 //! content, or the fault/not-found error in force then), not at release time: tests use
@@ -79,22 +211,24 @@
 //!
 //! # Environment
 //!
-//! - `SCRIPTED_NAME`: `serverInfo.name` (default `scripted`).
-//! - `SCRIPTED_RESOURCES`: N static resources (default 20).
-//! - `SCRIPTED_PAGE_SIZE`: `resources/list` page size (default 100).
-//! - `SCRIPTED_NO_SUBSCRIBE=1`: declare `resources: {listChanged: true}` without
-//!   `subscribe` (subscribe requests are still answered `{}`).
-//! - `SCRIPTED_LOG=<path>`: append every received line to this file, flushed per line.
-//! - `SCRIPTED_CRASH_ON_START=1`: exit 3 right after reading (and logging) the first line.
-//! - `SCRIPTED_IGNORE_EOF=1`: keep running after stdin closes, until SIGTERM, which is
-//!   recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a
-//!   client stops a server that does not exit on EOF).
-//! - `SCRIPTED_CONFORMANCE=1`: also offer the MCP conformance suite's fixtures
-//!   (`conformance.rs`: `test_*` tools and prompts, `test://static-text`,
-//!   `test://static-binary`, `test://template/{id}/data`).
+//! | variable | default | meaning |
+//! |---|---|---|
+//! | `SCRIPTED_NAME` | `scripted` | `serverInfo.name` (`initialize`, `server/discover`) and `stats.name` |
+//! | `SCRIPTED_RESOURCES` | 20 | N static resources |
+//! | `SCRIPTED_PAGE_SIZE` | 100 | `resources/list` page size |
+//! | `SCRIPTED_NO_SUBSCRIBE=1` | off | declare `resources: {listChanged: true}` without `subscribe` (subscribe requests are still answered `{}`) |
+//! | `SCRIPTED_LOG=<path>` | none | append every received line to this file, flushed per line |
+//! | `SCRIPTED_CRASH_ON_START=1` | off | exit 3 right after reading (and logging) the first line |
+//! | `SCRIPTED_IGNORE_EOF=1` | off | keep running after stdin closes, until SIGTERM, which is recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a client stops a server that does not exit on EOF) |
+//! | `SCRIPTED_CONFORMANCE=1` | off | also offer the MCP conformance suite's fixtures (`conformance.rs`: `test_*` tools and prompts, `test://static-text`, `test://static-binary`, `test://template/{id}/data`) |
+//! | `SCRIPTED_ERA` | `legacy` | `legacy`, `dual` or `modern` (see Eras; anything else: warning, `legacy`) |
+//! | `SCRIPTED_TTL_MS` | 0 | default `ttlMs` of modern cacheable results |
+//! | `SCRIPTED_CACHE_SCOPE` | `private` | default `cacheScope` of modern cacheable results: `private` or `public` (anything else: warning, `private`) |
+//! | `SCRIPTED_ACK_DELAY_MS` | 0 | delay of each `notifications/subscriptions/acknowledged` |
 
 mod base64;
 mod conformance;
+mod modern;
 mod recorder;
 mod server;
 mod tools;
@@ -104,6 +238,7 @@ use std::path::PathBuf;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::mpsc;
 
+use modern::Era;
 use server::{Flow, Server};
 
 /// Settings read once from the environment.
@@ -117,6 +252,13 @@ pub struct Config {
     pub crash_on_start: bool,
     pub ignore_eof: bool,
     pub conformance: bool,
+    pub era: Era,
+    /// Default `ttlMs` of modern cacheable results.
+    pub ttl_ms: u64,
+    /// Default `cacheScope` of modern cacheable results: `private` or `public`.
+    pub cache_scope: String,
+    /// Delay of `notifications/subscriptions/acknowledged` (0 = at once).
+    pub ack_delay_ms: u64,
 }
 
 impl Config {
@@ -132,6 +274,44 @@ impl Config {
             crash_on_start: env_flag("SCRIPTED_CRASH_ON_START"),
             ignore_eof: env_flag("SCRIPTED_IGNORE_EOF"),
             conformance: env_flag("SCRIPTED_CONFORMANCE"),
+            era: match std::env::var("SCRIPTED_ERA") {
+                Err(_) => Era::Legacy,
+                Ok(v) => Era::parse(&v).unwrap_or_else(|| {
+                    eprintln!("[scripted] ignoring SCRIPTED_ERA={v:?}: not legacy, dual or modern; using legacy");
+                    Era::Legacy
+                }),
+            },
+            ttl_ms: env_number("SCRIPTED_TTL_MS", 0),
+            cache_scope: match std::env::var("SCRIPTED_CACHE_SCOPE") {
+                Err(_) => "private".to_owned(),
+                Ok(v) if matches!(v.trim(), "private" | "public") => v.trim().to_owned(),
+                Ok(v) => {
+                    eprintln!("[scripted] ignoring SCRIPTED_CACHE_SCOPE={v:?}: not private or public; using private");
+                    "private".to_owned()
+                }
+            },
+            ack_delay_ms: env_number("SCRIPTED_ACK_DELAY_MS", 0),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Config {
+    /// Defaults as with an empty environment, in `era`.
+    pub fn for_tests(era: Era) -> Self {
+        Config {
+            name: "t".into(),
+            no_subscribe: false,
+            resources: 20,
+            page_size: 100,
+            log_path: None,
+            crash_on_start: false,
+            ignore_eof: false,
+            conformance: false,
+            era,
+            ttl_ms: 0,
+            cache_scope: "private".into(),
+            ack_delay_ms: 0,
         }
     }
 }

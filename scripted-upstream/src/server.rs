@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
+use crate::modern::{self, Era, Listen, NACK_PREFIX};
 use crate::recorder::{Recorder, PARSE_ERROR};
 use crate::{base64, Config, Out};
 
@@ -107,9 +108,17 @@ pub struct Server {
     pub faults: HashMap<String, RpcError>,
     /// Ids of `hang` calls that were never answered.
     pub hung: Vec<Value>,
-    /// Outstanding `sampling/createMessage` id → the `sample` tool call's id.
-    pub sampling: BTreeMap<String, Value>,
+    /// Outstanding `sampling/createMessage` id → the `sample` tool call's id, and
+    /// whether that call was a modern request.
+    pub sampling: BTreeMap<String, (Value, bool)>,
     pub next_sample: u64,
+    /// Whether a legacy `initialize` happened (dual mode sends untagged notifications
+    /// only then).
+    pub legacy_session: bool,
+    /// Open `subscriptions/listen` requests, in the order they were opened.
+    pub listens: Vec<Listen>,
+    /// Listens ever opened.
+    pub listens_opened: u64,
 }
 
 impl Server {
@@ -127,6 +136,9 @@ impl Server {
             hung: Vec::new(),
             sampling: BTreeMap::new(),
             next_sample: 1,
+            legacy_session: false,
+            listens: Vec::new(),
+            listens_opened: 0,
         }
     }
 
@@ -174,9 +186,33 @@ impl Server {
     }
 
     async fn handle_request(&mut self, id: Value, method: &str, params: Value) -> Flow {
+        let modern = match self.config.era {
+            Era::Legacy => false,
+            Era::Modern => true,
+            // `initialize` always opens a legacy session in dual mode.
+            Era::Dual => method != "initialize" && modern::is_modern_request(&params),
+        };
+        if modern {
+            let valid = if method == "initialize" {
+                let requested = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                Err(modern::unsupported_version(requested))
+            } else {
+                modern::validate(&params)
+            };
+            if let Err(e) = valid {
+                self.out.reply(id, Err(e));
+                return Flow::Continue;
+            }
+        }
         let reply = match method {
-            "initialize" => Some(Ok(self.initialize(&params))),
-            "ping" | "logging/setLevel" => Some(Ok(json!({}))),
+            "initialize" => {
+                self.legacy_session = true;
+                Some(Ok(self.initialize(&params)))
+            }
+            "ping" | "logging/setLevel" if !modern => Some(Ok(json!({}))),
             "completion/complete" => Some(Ok(complete(&params))),
             "resources/list" => Some(self.list_resources(&params)),
             "resources/templates/list" => {
@@ -191,12 +227,12 @@ impl Server {
                 }
                 Some(Ok(json!({"resourceTemplates": templates})))
             }
-            "resources/read" => self.read_resource(id.clone(), &params),
-            "resources/subscribe" => Some(str_param(&params, "uri").map(|uri| {
+            "resources/read" => self.read_resource(id.clone(), &params, modern),
+            "resources/subscribe" if !modern => Some(str_param(&params, "uri").map(|uri| {
                 self.subscribed.insert(uri.to_owned());
                 json!({})
             })),
-            "resources/unsubscribe" => Some(str_param(&params, "uri").map(|uri| {
+            "resources/unsubscribe" if !modern => Some(str_param(&params, "uri").map(|uri| {
                 self.subscribed.remove(uri);
                 json!({})
             })),
@@ -222,19 +258,26 @@ impl Server {
                     .unwrap_or_else(|| get_prompt(&params)),
             ),
             "tools/list" => {
-                let mut tools = crate::tools::definitions();
+                let mut tools = crate::tools::definitions(self.config.era);
                 if self.config.conformance {
                     tools.extend(crate::conformance::tools());
                 }
                 Some(Ok(json!({"tools": tools})))
             }
-            "tools/call" => return self.call_tool(id, &params).await,
+            "tools/call" => return self.call_tool(id, &params, modern).await,
+            "server/discover" if modern => Some(Ok(self.discover())),
+            "subscriptions/listen" if modern => self.listen(&id, &params),
             _ => Some(Err(RpcError::new(
                 -32601,
                 format!("Method not found: {method}"),
             ))),
         };
         if let Some(reply) = reply {
+            let reply = if modern {
+                self.finish_modern(method, &params, reply)
+            } else {
+                reply
+            };
             self.out.reply(id, reply);
         }
         Flow::Continue
@@ -248,15 +291,16 @@ impl Server {
         }
     }
 
-    /// Drops a parked request; cancelling a `sample` call also cancels its
-    /// `sampling/createMessage` towards the client.
+    /// Drops a parked request or an open listen (silently); cancelling a `sample` call
+    /// also cancels its `sampling/createMessage` towards the client.
     fn cancel(&mut self, request_id: &Value) {
         self.held.retain(|h| h.id != *request_id);
         self.hung.retain(|id| id != request_id);
+        self.cancel_listen(request_id);
         let sample = self
             .sampling
             .iter()
-            .find(|(_, call_id)| *call_id == request_id)
+            .find(|(_, (call_id, _))| call_id == request_id)
             .map(|(sample_id, _)| sample_id.clone());
         if let Some(sample_id) = sample {
             self.sampling.remove(&sample_id);
@@ -269,7 +313,7 @@ impl Server {
 
     /// A response from the client: completes a pending `sample` tool call.
     fn handle_response(&mut self, id: &Value, obj: &Map<String, Value>) {
-        let Some(call_id) = id.as_str().and_then(|s| self.sampling.remove(s)) else {
+        let Some((call_id, modern)) = id.as_str().and_then(|s| self.sampling.remove(s)) else {
             eprintln!("[scripted] ignoring response to unknown request {id}");
             return;
         };
@@ -286,7 +330,7 @@ impl Server {
                 "isError": true,
             }),
         };
-        self.out.reply(call_id, Ok(result));
+        self.out.reply(call_id, modern::mark(Ok(result), modern));
     }
 
     fn initialize(&self, params: &Value) -> Value {
@@ -294,21 +338,26 @@ impl Server {
         let version = requested
             .filter(|v| SUPPORTED_VERSIONS.contains(v))
             .unwrap_or(LATEST_VERSION);
+        json!({
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": {"name": self.config.name, "version": "1.0.0"},
+        })
+    }
+
+    /// The capabilities `initialize` and `server/discover` declare.
+    pub fn capabilities(&self) -> Value {
         let resources = if self.config.no_subscribe {
             json!({"listChanged": true})
         } else {
             json!({"subscribe": true, "listChanged": true})
         };
         json!({
-            "protocolVersion": version,
-            "capabilities": {
-                "tools": {"listChanged": true},
-                "prompts": {"listChanged": true},
-                "resources": resources,
-                "logging": {},
-                "completions": {},
-            },
-            "serverInfo": {"name": self.config.name, "version": "1.0.0"},
+            "tools": {"listChanged": true},
+            "prompts": {"listChanged": true},
+            "resources": resources,
+            "logging": {},
+            "completions": {},
         })
     }
 
@@ -346,8 +395,9 @@ impl Server {
         Ok(result)
     }
 
-    /// `None` when the read is parked by `hold_reads`.
-    fn read_resource(&mut self, id: Value, params: &Value) -> Option<Reply> {
+    /// `None` when the read is parked by `hold_reads`. A modern reply is finished
+    /// (`resultType`, `ttlMs`, `cacheScope`) at arrival, like its content.
+    fn read_resource(&mut self, id: Value, params: &Value, modern: bool) -> Option<Reply> {
         let uri = match str_param(params, "uri") {
             Ok(uri) => uri.to_owned(),
             Err(e) => return Some(Err(e)),
@@ -364,10 +414,16 @@ impl Server {
             Ok(json!({"contents": [contents]}))
         } else {
             Err(RpcError {
-                code: -32002,
+                // 2026-07-28 replaced the legacy -32002 by -32602.
+                code: if modern { -32602 } else { -32002 },
                 message: "Resource not found".to_owned(),
                 data: Some(json!({"uri": uri})),
             })
+        };
+        let reply = if modern {
+            self.finish_modern("resources/read", params, reply)
+        } else {
+            reply
         };
         if self.holds.contains(&uri) {
             self.held.push(HeldRead { uri, id, reply });
@@ -387,9 +443,10 @@ impl Server {
             .strip_prefix(STATIC_PREFIX)
             .and_then(|k| k.parse::<u64>().ok())
             .filter(|k| (1..=self.config.resources).contains(k));
-        let dynamic = uri
-            .strip_prefix(DYNAMIC_PREFIX)
-            .is_some_and(|rest| !rest.is_empty());
+        let dynamic = [DYNAMIC_PREFIX, NACK_PREFIX].iter().any(|prefix| {
+            uri.strip_prefix(prefix)
+                .is_some_and(|rest| !rest.is_empty())
+        });
         if static_index.is_none() && !dynamic {
             return None;
         }
@@ -458,14 +515,9 @@ mod tests {
 
     fn server(resources: u64, page_size: usize) -> Server {
         let config = Config {
-            name: "t".into(),
-            no_subscribe: false,
             resources,
             page_size,
-            log_path: None,
-            crash_on_start: false,
-            ignore_eof: false,
-            conformance: false,
+            ..Config::for_tests(Era::Legacy)
         };
         Server::new(config, tokio::sync::mpsc::unbounded_channel().0)
     }

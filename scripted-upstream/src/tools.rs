@@ -2,6 +2,7 @@
 
 use serde_json::{json, Value};
 
+use crate::modern::{self, Era};
 use crate::server::{str_param, Flow, HeldRead, Reply, RpcError, Server};
 
 /// Updates emitted by `emit_updates` between yields to the writer task.
@@ -15,15 +16,16 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
     })
 }
 
-/// Every tool, as listed by `tools/list`.
-pub fn definitions() -> Vec<Value> {
+/// Every tool, as listed by `tools/list` (`ask` and `end_listens` only in dual and
+/// modern modes).
+pub fn definitions(era: Era) -> Vec<Value> {
     let uri = json!({"type": "string", "description": "Resource URI"});
     let meta = json!({"type": "object", "description": "Sent as the notification's _meta"});
     let stamp = json!({
         "type": "boolean",
         "description": "Set _meta.t to the emission time (UNIX epoch nanoseconds) on each update",
     });
-    vec![
+    let mut tools = vec![
         tool(
             "echo",
             "Returns its text",
@@ -130,10 +132,32 @@ pub fn definitions() -> Vec<Value> {
             }),
             &[],
         ),
-    ]
+    ];
+    if era != Era::Legacy {
+        tools.push(tool(
+            "ask",
+            "MRTR (modern requests only): asks the client `rounds` questions through input_required results, then returns the answers",
+            json!({
+                "rounds": {"type": "integer", "minimum": 1, "default": 1},
+                "method": {
+                    "type": "string",
+                    "enum": ["elicitation/create", "sampling/createMessage", "roots/list"],
+                    "default": "elicitation/create",
+                },
+            }),
+            &[],
+        ));
+        tools.push(tool(
+            "end_listens",
+            "Ends every open subscriptions/listen, with a graceful result or notifications/cancelled",
+            json!({"how": {"type": "string", "enum": ["result", "cancelled"], "default": "result"}}),
+            &[],
+        ));
+    }
+    tools
 }
 
-fn text_result(text: impl Into<String>) -> Value {
+pub(crate) fn text_result(text: impl Into<String>) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}]})
 }
 
@@ -141,7 +165,7 @@ fn structured_result(value: Value) -> Value {
     json!({"content": [{"type": "text", "text": value.to_string()}], "structuredContent": value})
 }
 
-fn u64_arg(args: &Value, key: &str) -> Result<Option<u64>, RpcError> {
+pub(crate) fn u64_arg(args: &Value, key: &str) -> Result<Option<u64>, RpcError> {
     match args.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v.as_u64().map(Some).ok_or_else(|| {
@@ -175,7 +199,8 @@ impl From<Reply> for Outcome {
 }
 
 impl Server {
-    pub async fn call_tool(&mut self, id: Value, params: &Value) -> Flow {
+    /// `modern`: the call is a modern request (its results get `resultType`).
+    pub async fn call_tool(&mut self, id: Value, params: &Value, modern: bool) -> Flow {
         let outcome = match str_param(params, "name") {
             Err(e) => Outcome::Reply(Err(e)),
             Ok(name) => {
@@ -184,7 +209,7 @@ impl Server {
                     .cloned()
                     .unwrap_or_else(|| json!({}));
                 if args.is_object() {
-                    self.run_tool(&id, name, &args, params).await
+                    self.run_tool(&id, name, &args, params, modern).await
                 } else {
                     Outcome::Reply(Err(RpcError::invalid_params(
                         "`arguments` must be an object",
@@ -194,7 +219,7 @@ impl Server {
         };
         match outcome {
             Outcome::Reply(reply) => {
-                self.out.reply(id, reply);
+                self.out.reply(id, modern::mark(reply, modern));
                 Flow::Continue
             }
             Outcome::Parked => Flow::Continue,
@@ -202,7 +227,14 @@ impl Server {
         }
     }
 
-    async fn run_tool(&mut self, id: &Value, name: &str, args: &Value, params: &Value) -> Outcome {
+    async fn run_tool(
+        &mut self,
+        id: &Value,
+        name: &str,
+        args: &Value,
+        params: &Value,
+        modern: bool,
+    ) -> Outcome {
         match name {
             "echo" => str_param(args, "text").map(text_result).into(),
             "emit_update" => self.emit_updates(args, Some(1)).await.into(),
@@ -238,7 +270,7 @@ impl Server {
                     let (out, id, text) = (self.out.clone(), id.clone(), text.to_owned());
                     tokio::spawn(async move {
                         tokio::time::sleep(std::time::Duration::from_millis(ms as u64)).await;
-                        out.reply(id, Ok(text_result(text)));
+                        out.reply(id, modern::mark(Ok(text_result(text)), modern));
                     });
                     Outcome::Parked
                 }
@@ -258,7 +290,7 @@ impl Server {
                 }
             },
             "progress" => match u64_arg(args, "interval_ms") {
-                Ok(Some(ms)) if ms > 0 => self.paced_progress(id, args, params, ms),
+                Ok(Some(ms)) if ms > 0 => self.paced_progress(id, args, params, ms, modern),
                 Ok(_) => self.progress(args, params).into(),
                 Err(e) => Err(e).into(),
             },
@@ -267,7 +299,8 @@ impl Server {
                 Ok(prompt) => {
                     let sample_id = format!("s{}", self.next_sample);
                     self.next_sample += 1;
-                    self.sampling.insert(sample_id.clone(), id.clone());
+                    self.sampling
+                        .insert(sample_id.clone(), (id.clone(), modern));
                     self.out.request(
                         &sample_id,
                         "sampling/createMessage",
@@ -291,8 +324,10 @@ impl Server {
                 );
                 Ok(text_result("logged")).into()
             }
+            "ask" if self.config.era != Era::Legacy => self.ask(args, params, modern).into(),
+            "end_listens" if self.config.era != Era::Legacy => self.end_listens(args).into(),
             n if self.config.conformance && crate::conformance::is_tool(n) => {
-                self.conformance_tool(id, n, args, params)
+                self.conformance_tool(id, n, args, params, modern)
             }
             _ => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))).into(),
         }
@@ -319,13 +354,17 @@ impl Server {
         if stamp && !params["_meta"].is_object() {
             params["_meta"] = json!({});
         }
+        let untagged = self.untagged_allowed();
         for i in 1..=count {
             *self.versions.entry(uri.clone()).or_default() += 1;
             if stamp {
                 params["_meta"]["t"] = json!(unix_nanos());
             }
-            self.out
-                .notify("notifications/resources/updated", params.clone());
+            if untagged {
+                self.out
+                    .notify("notifications/resources/updated", params.clone());
+            }
+            self.notify_listens_updated(&uri, &params);
             if i % UPDATES_PER_YIELD == 0 {
                 // Let the writer start draining while a large burst is produced.
                 tokio::task::yield_now().await;
@@ -345,7 +384,10 @@ impl Server {
             )));
         }
         let method = format!("notifications/{kind}/list_changed");
-        self.out.notify(&method, json!({}));
+        if self.untagged_allowed() {
+            self.out.notify(&method, json!({}));
+        }
+        self.notify_listens_list_changed(kind);
         Ok(text_result(format!("sent {method}")))
     }
 
@@ -406,6 +448,7 @@ impl Server {
         name: &str,
         args: &Value,
         params: &Value,
+        modern: bool,
     ) -> Outcome {
         if let Some(result) = crate::conformance::immediate(name) {
             return Ok(result).into();
@@ -439,7 +482,8 @@ impl Server {
                 Some((method, request)) => {
                     let request_id = format!("s{}", self.next_sample);
                     self.next_sample += 1;
-                    self.sampling.insert(request_id.clone(), id.clone());
+                    self.sampling
+                        .insert(request_id.clone(), (id.clone(), modern));
                     self.out.request(&request_id, method, request);
                     Outcome::Parked
                 }
@@ -450,7 +494,14 @@ impl Server {
 
     /// `progress` with `interval_ms`: one notification every `ms`, then the result,
     /// from a task of its own (other requests are served meanwhile).
-    fn paced_progress(&mut self, id: &Value, args: &Value, params: &Value, ms: u64) -> Outcome {
+    fn paced_progress(
+        &mut self,
+        id: &Value,
+        args: &Value,
+        params: &Value,
+        ms: u64,
+        modern: bool,
+    ) -> Outcome {
         let steps = match u64_arg(args, "steps") {
             Ok(Some(n)) => n,
             Ok(None) => {
@@ -471,15 +522,14 @@ impl Server {
                 }
             }
             let sent = if token.is_some() { steps } else { 0 };
-            out.reply(
-                id,
-                Ok(structured_result(json!({"steps": steps, "sent": sent}))),
-            );
+            let result = structured_result(json!({"steps": steps, "sent": sent}));
+            out.reply(id, modern::mark(Ok(result), modern));
         });
         Outcome::Parked
     }
 
-    /// The `stats` output: `{name, counts, by_uri, tools, subscribed, versions, pending}`.
+    /// The `stats` output:
+    /// `{name, era, counts, by_uri, tools, subscribed, versions, pending, listens}`.
     pub fn stats(&self) -> Value {
         let mut stats = self.recorder.stats();
         stats["name"] = json!(self.config.name);
@@ -490,6 +540,21 @@ impl Server {
             "hung": self.hung.len(),
             "sampling": self.sampling.len(),
         });
+        stats["era"] = json!(self.config.era.as_str());
+        let open: Vec<Value> = self
+            .listens
+            .iter()
+            .map(|l| {
+                json!({
+                    "id": l.id,
+                    "uris": l.uris,
+                    "tools": l.tools,
+                    "prompts": l.prompts,
+                    "resources": l.resources,
+                })
+            })
+            .collect();
+        stats["listens"] = json!({"opened": self.listens_opened, "open": open});
         stats
     }
 }

@@ -29,6 +29,12 @@ impl Upstream {
             "SCRIPTED_NO_SUBSCRIBE",
             "SCRIPTED_LOG",
             "SCRIPTED_CRASH_ON_START",
+            "SCRIPTED_IGNORE_EOF",
+            "SCRIPTED_CONFORMANCE",
+            "SCRIPTED_ERA",
+            "SCRIPTED_TTL_MS",
+            "SCRIPTED_CACHE_SCOPE",
+            "SCRIPTED_ACK_DELAY_MS",
         ] {
             cmd.env_remove(key);
         }
@@ -49,10 +55,18 @@ impl Upstream {
     }
 
     async fn send(&mut self, msg: Value) {
-        let mut line = msg.to_string();
-        line.push('\n');
+        self.send_all(&[msg]).await;
+    }
+
+    /// Writes several messages at once (one write, so the server reads them together).
+    async fn send_all(&mut self, msgs: &[Value]) {
+        let mut lines = String::new();
+        for msg in msgs {
+            lines.push_str(&msg.to_string());
+            lines.push('\n');
+        }
         let stdin = self.stdin.as_mut().expect("stdin open");
-        stdin.write_all(line.as_bytes()).await.unwrap();
+        stdin.write_all(lines.as_bytes()).await.unwrap();
         stdin.flush().await.unwrap();
     }
 
@@ -620,4 +634,113 @@ async fn crash_on_start_logs_the_first_line_and_exits_3() {
         .collect();
     assert_eq!(lines.len(), 2, "one line per start: {log}");
     assert!(lines.iter().all(|l| l["method"] == "initialize"));
+}
+
+/// `params` plus a valid modern `_meta`.
+fn modern(mut params: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+    });
+    params
+}
+
+#[tokio::test]
+async fn modern_era_process_discover_listen_and_stats() {
+    let mut up = Upstream::spawn(&[
+        ("SCRIPTED_ERA", "modern"),
+        ("SCRIPTED_NAME", "m"),
+        ("SCRIPTED_TTL_MS", "1000"),
+        ("SCRIPTED_CACHE_SCOPE", "public"),
+        ("SCRIPTED_ACK_DELAY_MS", "200"),
+    ]);
+    let resp = up
+        .request("initialize", json!({"protocolVersion": "2025-11-25"}))
+        .await;
+    assert_eq!(resp["error"]["code"], -32022);
+    assert_eq!(resp["error"]["data"]["supported"], json!(["2026-07-28"]));
+    let d = up.result("server/discover", modern(json!({}))).await;
+    assert_eq!(d["supportedVersions"], json!(["2026-07-28"]));
+    assert_eq!(
+        d["_meta"]["io.modelcontextprotocol/serverInfo"],
+        json!({"name": "m", "version": "0.0.0"})
+    );
+    assert_eq!(
+        (d["ttlMs"].clone(), d["cacheScope"].clone()),
+        (json!(1000), json!("public"))
+    );
+
+    let uri = "test://dynamic/x";
+    // Served while the acknowledgement is delayed (sent together, so no timing race).
+    let (listen_id, echo_id) = (json!("listen"), json!("echo"));
+    up.send_all(&[
+        json!({"jsonrpc": "2.0", "id": listen_id, "method": "subscriptions/listen",
+            "params": modern(json!({"notifications":
+                {"resourceSubscriptions": [uri, "test://nack/x"]}}))}),
+        json!({"jsonrpc": "2.0", "id": echo_id, "method": "tools/call",
+            "params": modern(json!({"name": "echo", "arguments": {"text": "hi"}}))}),
+    ])
+    .await;
+    let (before, echo) = up.until_response(&echo_id).await;
+    assert!(before.is_empty());
+    assert_eq!(echo["result"]["resultType"], "complete");
+    let ack = up.recv_some().await;
+    assert_eq!(
+        ack["params"],
+        json!({"notifications": {"resourceSubscriptions": [uri]},
+            "_meta": {"io.modelcontextprotocol/subscriptionId": listen_id}})
+    );
+    let id = up
+        .send_request(
+            "tools/call",
+            modern(json!({"name": "emit_update", "arguments": {"uri": uri}})),
+        )
+        .await;
+    let (before, _) = up.until_response(&id).await;
+    assert_eq!(
+        before,
+        vec![
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": uri, "_meta": {"io.modelcontextprotocol/subscriptionId": listen_id}}})
+        ]
+    );
+    let id = up
+        .send_request(
+            "tools/call",
+            modern(json!({"name": "stats", "arguments": {}})),
+        )
+        .await;
+    let stats = up.until_response(&id).await.1["result"]["structuredContent"].clone();
+    assert_eq!(stats["era"], "modern");
+    assert_eq!(
+        stats["listens"],
+        json!({"opened": 1, "open": [{"id": listen_id, "uris": [uri],
+            "tools": false, "prompts": false, "resources": false}]})
+    );
+    let id = up
+        .send_request(
+            "tools/call",
+            modern(json!({"name": "end_listens", "arguments": {"how": "result"}})),
+        )
+        .await;
+    let (before, _) = up.until_response(&id).await;
+    assert_eq!(before[0]["id"], listen_id);
+    assert_eq!(before[0]["result"]["resultType"], "complete");
+    assert_eq!(up.finish().await, Some(0));
+}
+
+#[tokio::test]
+async fn legacy_default_has_no_modern_surface_but_reports_era() {
+    let mut up = Upstream::spawn(&[]);
+    up.initialize("2025-11-25").await;
+    let resp = up.request("server/discover", modern(json!({}))).await;
+    assert_eq!(resp["error"]["code"], -32601);
+    let resp = up
+        .request("tools/call", json!({"name": "ask", "arguments": {}}))
+        .await;
+    assert_eq!(resp["error"]["code"], -32602);
+    let stats = up.stats().await;
+    assert_eq!(stats["era"], "legacy");
+    assert_eq!(stats["listens"], json!({"opened": 0, "open": []}));
+    assert_eq!(up.finish().await, Some(0));
 }

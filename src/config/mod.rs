@@ -507,6 +507,24 @@ pub struct ServerConfig {
     /// `cacheScope` told 2026-07-28 clients likewise.
     #[serde(default)]
     pub cache_scope: CacheScope,
+    /// Which protocol era mcpmux speaks to this server (docs/architecture.md,
+    /// "Upstreams of both eras").
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+}
+
+/// The protocol era mcpmux uses with one upstream server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UpstreamProtocol {
+    /// Probe as the spec's dual-era rules say (a modern request first), fall back
+    /// to the `initialize` handshake.
+    #[default]
+    Auto,
+    /// Only the `initialize` handshake (2025-11-25 and earlier).
+    Legacy,
+    /// Only stateless 2026-07-28 requests.
+    Modern,
 }
 
 /// Who may reuse a cached result (`cacheScope` of 2026-07-28).

@@ -11,6 +11,7 @@ use crate::protocol::{code, Message, RawId};
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::Origin;
 use crate::state::subscriptions::SubEffect;
+use crate::upstream::RequestCtx;
 
 impl Hub {
     /// Queues a message for a client without waiting. A client whose outbox refuses
@@ -27,7 +28,11 @@ impl Hub {
     /// Sends a request upstream under `pid` with a deadline. On failure to queue, the
     /// request fails at once.
     pub(super) fn dispatch_upstream(&mut self, upstream: UpstreamId, pid: ProxyId, msg: &Message) {
-        if self.send_to_upstream(upstream, msg) {
+        let sent = match self.request_ctx(upstream, pid, msg) {
+            Some(ctx) => self.send_request_with(upstream, msg, ctx),
+            None => self.send_to_upstream(upstream, msg),
+        };
+        if sent {
             let now = Instant::now();
             let key = self
                 .timers
@@ -41,6 +46,22 @@ impl Hub {
             );
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
+    }
+
+    /// Queues a client's request for a 2026-07-28 upstream with its envelope facts.
+    fn send_request_with(&mut self, upstream: UpstreamId, msg: &Message, ctx: RequestCtx) -> bool {
+        let Some(slot) = self.upstreams.get(upstream.0) else {
+            return false;
+        };
+        let ok = slot.handle.try_send_request(msg.to_bytes(), ctx);
+        if ok {
+            if let Some(m) = msg.method() {
+                *self.sent.entry(m.to_owned()).or_default() += 1;
+            }
+        } else {
+            tracing::warn!(upstream = %slot.name, "upstream queue full or closed; message not sent");
+        }
+        ok
     }
 
     /// Writes one message to an upstream's queue. `false` if it could not be queued.

@@ -327,6 +327,11 @@ impl Hub {
     }
 }
 
+/// The name of log level `index` in [`LEVELS`].
+pub(super) fn level_name(index: u8) -> Option<&'static str> {
+    LEVELS.get(usize::from(index)).copied()
+}
+
 /// The index of a log level name in [`LEVELS`] (RFC 5424 order, most verbose first).
 pub(super) fn level_index(level: &str) -> Option<u8> {
     LEVELS.iter().position(|x| *x == level).map(|i| i as u8)

@@ -18,6 +18,7 @@ mod modern;
 mod mrtr;
 mod read;
 mod routing;
+mod upstream_era;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -100,6 +101,9 @@ pub struct UpstreamSlot {
     /// mcpmux declared `roots` to it (`servers.NAME.client_capabilities`), so a
     /// client's `notifications/roots/list_changed` is passed on.
     pub declares_roots: bool,
+    /// The client capabilities mcpmux declares to it (`servers.NAME.client_capabilities`,
+    /// as the `capabilities` object).
+    pub declared_caps: serde_json::Value,
     /// Capabilities from its last successful `initialize` (kept while it is down, so
     /// requests for it get "not available" rather than "unknown").
     pub(crate) last_caps: serde_json::Value,

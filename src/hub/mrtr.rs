@@ -33,6 +33,10 @@ use crate::state::pending::Origin;
 /// Rounds of input one request may take before mcpmux gives up on it.
 pub const MAX_ROUNDS: u32 = 8;
 
+/// What every `requestState` mcpmux mints starts with; a state without it was minted
+/// by a 2026-07-28 upstream and goes to that upstream untouched.
+const STATE_PREFIX: &str = "mcpmux1.";
+
 /// The key of the one input request of a round.
 const INPUT_KEY: &str = "mcpmux-input";
 
@@ -79,11 +83,12 @@ impl Mrtr {
     fn mint(&self, held: u64, expires_ms: u64) -> String {
         let payload = format!("{held}.{expires_ms}");
         let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
-        format!("{}.{}", B64.encode(payload), B64.encode(tag))
+        format!("{STATE_PREFIX}{}.{}", B64.encode(payload), B64.encode(tag))
     }
 
     /// The held request a state names, if the state is genuine and not expired.
     fn verify(&self, state: &str, now_ms: u64) -> Result<u64, &'static str> {
+        let state = state.strip_prefix(STATE_PREFIX).ok_or("malformed")?;
         let (payload, tag) = state.split_once('.').ok_or("malformed")?;
         let payload = B64.decode(payload).map_err(|_| "malformed")?;
         let tag = B64.decode(tag).map_err(|_| "malformed")?;
@@ -186,6 +191,10 @@ impl Hub {
         let Some(state) = state.as_str() else {
             return refuse(self, "requestState must be a string".into());
         };
+        if !state.starts_with(STATE_PREFIX) && self.routes_to_modern(msg) {
+            // The upstream's own state: its retry passes through.
+            return false;
+        }
         let held_id = match self.mrtr.verify(state, now_ms()) {
             Ok(h) => h,
             Err(why) => return refuse(self, format!("invalid requestState: {why}")),
@@ -234,6 +243,13 @@ impl Hub {
         true
     }
 
+    /// Whether `msg` goes to a 2026-07-28 upstream (which mints its own states).
+    fn routes_to_modern(&self, msg: &Message) -> bool {
+        let mut probe = msg.clone();
+        self.route_request(&mut probe)
+            .is_ok_and(|u| self.upstream_is_modern(u))
+    }
+
     /// The parked request `pid` ended (answered, failed, timed out): its held server
     /// request, if any, is forgotten (a late retry gets "already answered").
     pub(super) fn drop_held_for(&mut self, pid: ProxyId) {
@@ -262,8 +278,8 @@ mod tests {
         // Another key (another mcpmux, or after a restart) never verifies.
         assert!(Mrtr::default().verify(&s, 0).is_err());
         // Altering the payload (a later expiry, another held id) breaks the MAC.
-        let (_, tag) = s.split_once('.').unwrap();
-        let forged = format!("{}.{tag}", B64.encode("8.1000"));
+        let (_, tag) = s.rsplit_once('.').unwrap();
+        let forged = format!("{STATE_PREFIX}{}.{tag}", B64.encode("8.1000"));
         assert!(m.verify(&forged, 0).unwrap_err().contains("altered"));
         assert_eq!(m.verify("garbage", 0), Err("malformed"));
     }

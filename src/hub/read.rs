@@ -7,11 +7,19 @@ use bytes::Bytes;
 use super::Hub;
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
-use crate::state::cache::ReadPlan;
+use crate::state::cache::{Keep, ReadPlan};
+
 use crate::state::ids::{ClientId, SubKey};
 use crate::state::pending::Origin;
+use std::time::Duration;
 
 impl Hub {
+    /// Whether `u` is up and speaks 2026-07-28.
+    pub(super) fn upstream_is_modern(&self, u: crate::state::ids::UpstreamId) -> bool {
+        self.upstream_ready(u)
+            .is_some_and(|i| i.era == crate::upstream::Era::Modern)
+    }
+
     pub(super) fn on_read(&mut self, client: ClientId, id: RawId, msg: Message) {
         let Some(uri) = self.uri_param_or_reply(client, &id, &msg) else {
             return;
@@ -20,9 +28,11 @@ impl Hub {
             return;
         };
         let (upstream, upstream_uri) = (key.upstream, key.uri.to_string());
-        // Only reads of watched URIs are shared or cached; a request with a progress
-        // token keeps its own stream of progress, so it goes on its own.
-        if !self.subs.is_active(&key) || methods::progress_token(msg.params()).is_some() {
+        // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
+        // carry a `ttlMs`), are shared and cached; a request with a progress token
+        // keeps its own stream of progress, and an MRTR retry is never cached.
+        let cacheable = self.subs.is_active(&key) || self.upstream_is_modern(upstream);
+        if !cacheable || methods::progress_token(msg.params()).is_some() || is_mrtr_retry(&msg) {
             return self.forward_request(client, id, msg);
         }
         if self.upstream_ready(upstream).is_none() {
@@ -32,6 +42,11 @@ impl Hub {
         match self.cache.read(&key, (client, id.clone())) {
             ReadPlan::Hit(result) => {
                 let bytes = response_bytes(&id, "result", &result);
+                self.push_response_bytes(client, id, bytes);
+            }
+            ReadPlan::Fresh { result, remaining } => {
+                let body = with_ttl_left(&result, remaining);
+                let bytes = response_bytes(&id, "result", &body);
                 self.push_response_bytes(client, id, bytes);
             }
             ReadPlan::Joined => {}
@@ -60,8 +75,14 @@ impl Hub {
         outcome: Result<&str, &str>,
     ) {
         let still_active = self.subs.is_active(key);
+        let keep = match outcome {
+            Ok(result) => keep_rule(result, still_active),
+            Err(_) => Keep::Not,
+        };
         let stored = outcome.ok().map(std::sync::Arc::<str>::from);
-        let waiters = self.cache.complete(key, generation, stored, still_active);
+        let waiters =
+            self.cache
+                .complete_keep(key, generation, stored, keep, std::time::Instant::now());
         let (member, body) = match outcome {
             Ok(r) => ("result", r),
             Err(e) => ("error", e),
@@ -71,6 +92,45 @@ impl Hub {
             self.push_response_bytes(client, id, bytes);
         }
     }
+}
+
+/// How long a read result may be kept: until its update while mcpmux holds the
+/// URI's subscription; else for the `ttlMs` a 2026-07-28 upstream gave it; an
+/// `input_required` result never.
+fn keep_rule(result: &str, still_active: bool) -> Keep {
+    let ttl = if result.contains("\"ttlMs\"") || result.contains("input_required") {
+        let v: serde_json::Value = serde_json::from_str(result).unwrap_or_default();
+        if v["resultType"] == "input_required" {
+            return Keep::Not;
+        }
+        v["ttlMs"].as_u64().map(Duration::from_millis)
+    } else {
+        None
+    };
+    match (still_active, ttl) {
+        (true, ttl) => Keep::UntilChanged { ttl },
+        (false, Some(ttl)) => Keep::For(ttl),
+        (false, None) => Keep::Not,
+    }
+}
+
+/// A cached result with `ttlMs` set to the time it has left.
+fn with_ttl_left(result: &str, remaining: Duration) -> String {
+    match serde_json::from_str::<serde_json::Value>(result) {
+        Ok(mut v) if v.is_object() => {
+            v["ttlMs"] = serde_json::json!(remaining.as_millis() as u64);
+            v.to_string()
+        }
+        _ => result.to_owned(),
+    }
+}
+
+/// Whether a request is the retry of a multi round-trip request.
+fn is_mrtr_retry(msg: &Message) -> bool {
+    msg.params().is_some_and(|p| {
+        let t = p.get();
+        t.contains("\"requestState\"") || t.contains("\"inputResponses\"")
+    })
 }
 
 /// `{"jsonrpc":"2.0","id":<id>,"<member>":<body>}` without re-encoding `body`.

@@ -56,6 +56,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
                 ttl_ms: 0,
                 cache_scope: Default::default(),
                 declares_roots: true,
+                declared_caps: json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,
                 was_ready: false,
@@ -68,7 +69,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
         protocol_version: "2025-11-25".into(),
         capabilities: caps,
         server_info: json!({"name": "up"}),
-        instructions: None,
+        ..InitInfo::default()
     };
     hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
         .await
@@ -123,7 +124,8 @@ impl Rig {
     async fn upstream_msgs(&mut self) -> Vec<Message> {
         self.sync().await;
         let mut out = vec![];
-        while let Ok(UpstreamCmd::Send(b)) = self.up_rx.try_recv() {
+        while let Ok(cmd) = self.up_rx.try_recv() {
+            let b = cmd.into_bytes();
             out.push(Message::parse(&b).unwrap());
         }
         out

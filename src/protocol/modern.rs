@@ -301,6 +301,47 @@ pub fn check_param_headers(
     Ok(())
 }
 
+/// The `Mcp-Param-{Name}` headers a client sends for a `tools/call`: one per
+/// `x-mcp-header` parameter with a value (strings as they are when header-safe, else
+/// `=?base64?…?=`; numbers and booleans as their JSON text). Names are lower-case.
+pub fn param_headers(input_schema: &Value, arguments: &Value) -> Vec<(String, String)> {
+    let mut annotated = Vec::new();
+    collect_annotations(input_schema, &mut Vec::new(), &mut annotated);
+    annotated
+        .into_iter()
+        .filter_map(|(name, path)| {
+            let v = path
+                .iter()
+                .try_fold(arguments, |v, k| v.get(k))
+                .filter(|v| !v.is_null())?;
+            let text = match v {
+                Value::String(s) => encode_header_value(s),
+                Value::Bool(_) | Value::Number(_) => v.to_string(),
+                _ => return None,
+            };
+            Some((name.to_ascii_lowercase(), text))
+        })
+        .collect()
+}
+
+/// A header value as the spec writes it: itself when it is visible ASCII without
+/// surrounding spaces, else `=?base64?<Base64 of its UTF-8>?=`.
+pub fn encode_header_value(s: &str) -> String {
+    use base64::Engine as _;
+    let safe = s.bytes().all(|b| (0x20..0x7f).contains(&b))
+        && !s.starts_with(' ')
+        && !s.ends_with(' ')
+        && !s.starts_with("=?base64?");
+    if safe {
+        s.to_owned()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+        )
+    }
+}
+
 /// `(x-mcp-header value, property path)` of every annotation reachable from `schema`
 /// through `properties` alone.
 fn collect_annotations(

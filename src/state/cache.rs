@@ -4,8 +4,11 @@
 //! single-flight table of reads in progress with the clients waiting on each.
 //!
 //! Rules:
-//! - a result is cached only while mcpmux holds an active upstream subscription to
-//!   that URI (the caller checks with the registry: only then will it hear of a change);
+//! - a result is cached while mcpmux holds an active upstream subscription to that URI
+//!   (the caller checks with the registry: only then will it hear of a change), until
+//!   that changes; or, when the upstream gave it a `ttlMs` (2026-07-28), for that long
+//!   even when nobody subscribes ([`Keep`]);
+//! - a hit on a result with a `ttlMs` reports the time it has left ([`ReadPlan::Fresh`]);
 //! - `invalidate` (an update, the last unsubscribe) drops the entry and bumps the
 //!   generation; `clear_upstream` (a reconnect) does that for every key of an upstream;
 //! - a read captures the generation when it is sent; its result is stored only if the
@@ -19,6 +22,7 @@
 use std::collections::HashMap;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use lru::LruCache;
 
@@ -37,6 +41,12 @@ pub type ReadWaiter = (ClientId, RawId);
 pub enum ReadPlan {
     /// Answer from the cache.
     Hit(CachedResult),
+    /// Answer from the cache a result the upstream gave a `ttlMs`: it has `remaining`
+    /// of it left (what a 2026-07-28 client is told).
+    Fresh {
+        result: CachedResult,
+        remaining: Duration,
+    },
     /// Another read of this key is in flight: the client was added to its waiters.
     Joined,
     /// Send one upstream read; its answer goes to `complete` with this generation.
@@ -59,6 +69,23 @@ pub struct CacheCounters {
 struct Entry {
     result: CachedResult,
     size: usize,
+    /// When it was stored and the `ttlMs` the upstream gave it, if any.
+    stored: Instant,
+    ttl: Option<Duration>,
+    /// Set when only its TTL keeps it (no subscription tells of changes).
+    expires: Option<Instant>,
+}
+
+/// How long a completed read may be kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keep {
+    /// Until the key changes (mcpmux holds its subscription); `ttl` is the `ttlMs`
+    /// the upstream gave, reported as time left on hits.
+    UntilChanged { ttl: Option<Duration> },
+    /// For this long (a 2026-07-28 `ttlMs`), or until the key changes.
+    For(Duration),
+    /// Not at all.
+    Not,
 }
 
 #[derive(Debug)]
@@ -87,11 +114,30 @@ impl ReadCache {
         }
     }
 
-    /// Plans a client's read of a key the proxy is actively subscribed to.
+    /// Plans a client's read of a cacheable key.
     pub fn read(&mut self, key: &SubKey, waiter: ReadWaiter) -> ReadPlan {
-        if let Some(e) = self.lru.as_mut().and_then(|l| l.get(key)) {
-            self.counters.hits += 1;
-            return ReadPlan::Hit(e.result.clone());
+        self.read_at(key, waiter, Instant::now())
+    }
+
+    /// [`ReadCache::read`] at `now` (entries past their TTL are dropped).
+    pub fn read_at(&mut self, key: &SubKey, waiter: ReadWaiter, now: Instant) -> ReadPlan {
+        if let Some(lru) = self.lru.as_mut() {
+            let expired = lru
+                .peek(key)
+                .is_some_and(|e| e.expires.is_some_and(|x| now >= x));
+            if expired {
+                let e = lru.pop(key).expect("peeked");
+                self.bytes -= e.size;
+            } else if let Some(e) = lru.get(key) {
+                self.counters.hits += 1;
+                return match e.ttl {
+                    None => ReadPlan::Hit(e.result.clone()),
+                    Some(ttl) => ReadPlan::Fresh {
+                        result: e.result.clone(),
+                        remaining: ttl.saturating_sub(now.saturating_duration_since(e.stored)),
+                    },
+                };
+            }
         }
         if let Some(waiters) = self.inflight.get_mut(key) {
             waiters.push(waiter);
@@ -115,12 +161,36 @@ impl ReadCache {
         result: Option<CachedResult>,
         still_active: bool,
     ) -> Vec<ReadWaiter> {
+        let keep = if still_active {
+            Keep::UntilChanged { ttl: None }
+        } else {
+            Keep::Not
+        };
+        self.complete_keep(key, generation, result, keep, Instant::now())
+    }
+
+    /// [`ReadCache::complete`] with the keeping rule chosen by the caller.
+    pub fn complete_keep(
+        &mut self,
+        key: &SubKey,
+        generation: u64,
+        result: Option<CachedResult>,
+        keep: Keep,
+        now: Instant,
+    ) -> Vec<ReadWaiter> {
         let waiters = self.inflight.remove(key).unwrap_or_default();
         if let Some(result) = result {
             if generation != self.generation(key) {
                 self.counters.stale_fills += 1;
-            } else if still_active {
-                self.store(key.clone(), result);
+            } else {
+                let (ttl, expires) = match keep {
+                    Keep::UntilChanged { ttl } => (Some(ttl), None),
+                    Keep::For(ttl) if !ttl.is_zero() => (Some(Some(ttl)), Some(now + ttl)),
+                    Keep::For(_) | Keep::Not => (None, None),
+                };
+                if let Some(ttl) = ttl {
+                    self.store(key.clone(), result, now, ttl, expires);
+                }
             }
         }
         waiters
@@ -176,13 +246,27 @@ impl ReadCache {
         self.generations.get(key).copied().unwrap_or(0)
     }
 
-    fn store(&mut self, key: SubKey, result: CachedResult) {
+    fn store(
+        &mut self,
+        key: SubKey,
+        result: CachedResult,
+        stored: Instant,
+        ttl: Option<Duration>,
+        expires: Option<Instant>,
+    ) {
         let size = result.len() + key.uri.len();
         let Some(lru) = self.lru.as_mut() else { return };
         if size > self.max_bytes {
             return;
         }
-        if let Some(old) = lru.put(key, Entry { result, size }) {
+        let entry = Entry {
+            result,
+            size,
+            stored,
+            ttl,
+            expires,
+        };
+        if let Some(old) = lru.put(key, entry) {
             self.bytes -= old.size;
         }
         self.bytes += size;
@@ -327,6 +411,64 @@ mod tests {
         c.clear_upstream(UpstreamId(0));
         assert!(matches!(c.read(&a, w(1)), ReadPlan::Fetch { .. }));
         assert!(matches!(c.read(&b, w(1)), ReadPlan::Hit(_)));
+    }
+
+    #[test]
+    fn a_ttl_entry_lives_for_its_ttl_and_reports_the_time_left() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let t0 = Instant::now();
+        let ReadPlan::Fetch { generation } = c.read_at(&k, w(1), t0) else {
+            panic!()
+        };
+        let ttl = Duration::from_millis(60_000);
+        c.complete_keep(&k, generation, Some(res("x")), Keep::For(ttl), t0);
+        let later = t0 + Duration::from_millis(20_000);
+        assert_eq!(
+            c.read_at(&k, w(2), later),
+            ReadPlan::Fresh {
+                result: res("x"),
+                remaining: Duration::from_millis(40_000)
+            }
+        );
+        assert!(matches!(
+            c.read_at(&k, w(3), t0 + ttl),
+            ReadPlan::Fetch { .. }
+        ));
+        assert_eq!(c.bytes(), 0, "the expired entry is gone");
+    }
+
+    #[test]
+    fn an_update_ends_a_ttl_entry_and_zero_ttl_is_not_kept() {
+        let mut c = ReadCache::new(10, 1 << 20);
+        let k = key("a://1");
+        let now = Instant::now();
+        let g = fetch(&mut c, &k, 1);
+        c.complete_keep(
+            &k,
+            g,
+            Some(res("x")),
+            Keep::For(Duration::from_secs(60)),
+            now,
+        );
+        c.invalidate(&k);
+        assert!(c.is_empty());
+        let g = fetch(&mut c, &k, 1);
+        c.complete_keep(&k, g, Some(res("x")), Keep::For(Duration::ZERO), now);
+        assert!(c.is_empty());
+        // Subscribed with a ttl: kept past it (until the update), time left floors at 0.
+        let g = fetch(&mut c, &k, 1);
+        let keep = Keep::UntilChanged {
+            ttl: Some(Duration::from_secs(1)),
+        };
+        c.complete_keep(&k, g, Some(res("x")), keep, now);
+        assert_eq!(
+            c.read_at(&k, w(2), now + Duration::from_secs(5)),
+            ReadPlan::Fresh {
+                result: res("x"),
+                remaining: Duration::ZERO
+            }
+        );
     }
 
     #[test]

@@ -57,9 +57,24 @@ pub enum Related {
     Unknown,
 }
 
-/// The parts of the upstream's `InitializeResult` the proxy uses.
+/// The protocol era an upstream session speaks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Era {
+    /// The `initialize` handshake (2025-11-25 and earlier).
+    #[default]
+    Legacy,
+    /// Stateless 2026-07-28 requests.
+    Modern,
+}
+
+/// The parts of the upstream's `InitializeResult` (or `DiscoverResult`) the proxy uses.
 #[derive(Debug, Clone, Default)]
 pub struct InitInfo {
+    pub era: Era,
+    /// The versions the server names (`supportedVersions`; legacy: the negotiated one).
+    pub supported_versions: Vec<String>,
+    /// `ttlMs`/`cacheScope` of a modern server's `server/discover` result.
+    pub discover_hints: Option<(u64, crate::config::CacheScope)>,
     pub protocol_version: String,
     pub capabilities: serde_json::Value,
     pub server_info: serde_json::Value,
@@ -79,11 +94,15 @@ impl InitInfo {
             .result()
             .and_then(|r| serde_json::from_str(r.get()).ok())
             .unwrap_or_default();
+        let version = result["protocolVersion"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         Ok(InitInfo {
-            protocol_version: result["protocolVersion"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
+            era: Era::Legacy,
+            supported_versions: vec![version.clone()],
+            discover_hints: None,
+            protocol_version: version,
             capabilities: result["capabilities"].clone(),
             server_info: result["serverInfo"].clone(),
             instructions: result["instructions"].as_str().map(str::to_owned),
@@ -184,6 +203,34 @@ impl Supervisor<'_> {
 pub enum UpstreamCmd {
     /// Write one serialized JSON-RPC message.
     Send(Bytes),
+    /// A client's request to a 2026-07-28 upstream, with what its envelope needs
+    /// (a legacy upstream's actor sends the bytes alone).
+    Request(Bytes, Box<RequestCtx>),
+}
+
+impl UpstreamCmd {
+    /// The serialized message, whatever came with it.
+    pub fn into_bytes(self) -> Bytes {
+        match self {
+            UpstreamCmd::Send(b) | UpstreamCmd::Request(b, _) => b,
+        }
+    }
+}
+
+/// What a 2026-07-28 request carries about the client it is made for
+/// (docs/architecture.md, "Upstreams of both eras").
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestCtx {
+    /// `clientCapabilities`: what that client can answer, within what mcpmux routes.
+    pub client_capabilities: serde_json::Value,
+    /// `logLevel` asked for this request (a modern client's own); else the level the
+    /// legacy clients set.
+    pub log_level: Option<String>,
+    /// The client is of the legacy era: an `input_required` result is bridged into
+    /// legacy requests to it.
+    pub bridge_input: bool,
+    /// `Mcp-Param-*` headers (lower-case name after the prefix, value) for HTTP.
+    pub param_headers: Vec<(String, String)>,
 }
 
 /// The hub's handle to an upstream actor.
@@ -214,9 +261,18 @@ impl UpstreamHandle {
     pub fn try_send(&self, bytes: Bytes) -> bool {
         self.tx.try_send(UpstreamCmd::Send(bytes)).is_ok()
     }
+
+    /// Queues a client's request for a 2026-07-28 upstream with its envelope facts.
+    pub fn try_send_request(&self, bytes: Bytes, ctx: RequestCtx) -> bool {
+        self.tx
+            .try_send(UpstreamCmd::Request(bytes, Box::new(ctx)))
+            .is_ok()
+    }
 }
 
 mod http;
+pub(crate) mod modern;
+pub mod probe;
 mod stdio;
 
 use std::sync::Arc;

@@ -8,7 +8,9 @@
 //! stdout. Never interprets messages after the handshake; never awaits a client.
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
@@ -18,8 +20,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
+use super::modern::{self, Action, Core};
+use super::probe::Verdict;
 use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
-use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
+use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
 use crate::protocol::{methods, Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
@@ -124,6 +128,54 @@ impl StdioUpstream {
         let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
 
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
+        let discovered = match self.config.protocol {
+            UpstreamProtocol::Legacy => None,
+            protocol => {
+                let wait = if protocol == UpstreamProtocol::Modern {
+                    init_timeout
+                } else {
+                    init_timeout.min(super::probe::STDIO_PROBE_TIMEOUT)
+                };
+                let probe = tokio::time::timeout(wait, self.discover(&mut writer, &mut reader));
+                let verdict = tokio::select! {
+                    r = probe => match r {
+                        Ok(Ok(v)) => v,
+                        Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
+                        Err(_) => Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis())),
+                    },
+                    status = child.wait() => return SessionEnd::Died(exit_text(status)),
+                    _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
+                };
+                match (verdict, protocol) {
+                    (Verdict::Modern(info), _) => Some(info),
+                    (Verdict::Legacy(why), UpstreamProtocol::Modern) => {
+                        let e = format!("not a 2026-07-28 server (protocol = \"modern\"): {why}");
+                        return self.stop(child, writer, SessionEnd::Died(e)).await;
+                    }
+                    (Verdict::Legacy(why), _) => {
+                        tracing::debug!(upstream = %name, %why, "no 2026-07-28 answer; using the initialize handshake");
+                        None
+                    }
+                }
+            }
+        };
+        if let Some(info) = discovered {
+            tracing::info!(upstream = %name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
+            let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+            let core = Core::new(name, caps, &info.capabilities);
+            if self
+                .hub
+                .send(self.id, UpstreamEvent::Ready(info))
+                .await
+                .is_err()
+            {
+                return self.stop(child, writer, SessionEnd::Shutdown).await;
+            }
+            let end = self
+                .modern_session(core, rx, &mut child, &mut writer, &mut reader)
+                .await;
+            return self.stop(child, writer, end).await;
+        }
         let handshake =
             tokio::time::timeout(init_timeout, self.handshake(&mut writer, &mut reader));
         let info = tokio::select! {
@@ -138,6 +190,7 @@ impl StdioUpstream {
             status = child.wait() => return SessionEnd::Died(exit_text(status)),
             _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
         };
+        tracing::debug!(upstream = %name, era = "legacy", version = %info.protocol_version, "upstream session started");
         if self
             .hub
             .send(self.id, UpstreamEvent::Ready(info))
@@ -149,8 +202,8 @@ impl StdioUpstream {
 
         let end = {
             let write_loop = async {
-                while let Some(UpstreamCmd::Send(bytes)) = rx.recv().await {
-                    if let Err(e) = writer.send(bytes).await {
+                while let Some(cmd) = rx.recv().await {
+                    if let Err(e) = writer.send(cmd.into_bytes()).await {
                         return format!("writing to the server failed: {e}");
                     }
                 }
@@ -189,8 +242,8 @@ impl StdioUpstream {
         if let SessionEnd::Shutdown = end {
             // Deliver what the hub queued while shutting down (the last unsubscribes).
             let flush = async {
-                while let Ok(UpstreamCmd::Send(bytes)) = rx.try_recv() {
-                    if writer.send(bytes).await.is_err() {
+                while let Ok(cmd) = rx.try_recv() {
+                    if writer.send(cmd.into_bytes()).await.is_err() {
                         break;
                     }
                 }
@@ -198,6 +251,156 @@ impl StdioUpstream {
             let _ = tokio::time::timeout(STOP_GRACE, flush).await;
         }
         self.stop(child, writer, end).await
+    }
+
+    /// Sends the `server/discover` probe and reads the answer (anything else the
+    /// server says meanwhile is logged and dropped).
+    async fn discover(
+        &self,
+        writer: &mut FramedWrite<ChildStdin, JsonLines>,
+        reader: &mut FramedRead<ChildStdout, JsonLines>,
+    ) -> Result<Verdict, String> {
+        let id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
+        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+        let params = modern::discover_params(&caps);
+        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
+        writer
+            .send(req.to_bytes())
+            .await
+            .map_err(|e| format!("writing server/discover failed: {e}"))?;
+        loop {
+            let line = match reader.next().await {
+                Some(Ok(Frame::Line(l))) => l,
+                Some(Ok(Frame::TooLong)) => continue,
+                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
+                None => return Err("the server closed its stdout during server/discover".into()),
+            };
+            match parse_line(&self.config.name, &line) {
+                Some(msg) if msg.kind() == Kind::Response && msg.id() == Some(&id) => {
+                    return Ok(super::probe::read_discover(&msg));
+                }
+                _ => {
+                    tracing::debug!(upstream = %self.config.name, line, "message before the server/discover answer ignored")
+                }
+            }
+        }
+    }
+
+    /// A 2026-07-28 session: every command and every line passes through the modern
+    /// core; a separate write loop keeps a server that stops reading from stopping us
+    /// reading it.
+    async fn modern_session(
+        &self,
+        mut core: Core,
+        rx: &mut mpsc::Receiver<UpstreamCmd>,
+        child: &mut Child,
+        writer: &mut FramedWrite<ChildStdin, JsonLines>,
+        reader: &mut FramedRead<ChildStdout, JsonLines>,
+    ) -> SessionEnd {
+        let name = &self.config.name;
+        let (wtx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+        let end = {
+            let write_loop = async {
+                while let Some(bytes) = wrx.recv().await {
+                    if let Err(e) = writer.send(bytes).await {
+                        return format!("writing to the server failed: {e}");
+                    }
+                }
+                "mcpmux is shutting down".to_owned()
+            };
+            let main_loop = async {
+                let mut acts = Vec::new();
+                core.start(Instant::now(), &mut acts);
+                loop {
+                    for a in acts.drain(..) {
+                        match a {
+                            Action::Send { msg, .. } => {
+                                let _ = wtx.send(msg.to_bytes());
+                            }
+                            Action::Stop(id) => {
+                                let _ = wtx.send(cancel_note(&id).to_bytes());
+                            }
+                            Action::Hub(m, related) => {
+                                if self
+                                    .hub
+                                    .send(self.id, UpstreamEvent::Message(m, related))
+                                    .await
+                                    .is_err()
+                                {
+                                    return SessionEnd::Shutdown;
+                                }
+                            }
+                            Action::Restart(why) => return SessionEnd::Died(why),
+                        }
+                    }
+                    let deadline = core.deadline().map(tokio::time::Instant::from_std);
+                    let timer = async {
+                        match deadline {
+                            Some(d) => tokio::time::sleep_until(d).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        cmd = rx.recv() => match cmd {
+                            Some(cmd) => {
+                                core.on_command(cmd, Instant::now(), &mut acts);
+                                // Apply a burst of commands together (one listen change).
+                                for _ in 0..256 {
+                                    let Ok(cmd) = rx.try_recv() else { break };
+                                    core.on_command(cmd, Instant::now(), &mut acts);
+                                }
+                            }
+                            None => return SessionEnd::Shutdown,
+                        },
+                        frame = reader.next() => match frame {
+                            Some(Ok(Frame::Line(line))) => {
+                                if let Some(msg) = parse_line(name, &line) {
+                                    core.on_message(msg, Related::Unknown, Instant::now(), &mut acts);
+                                }
+                            }
+                            Some(Ok(Frame::TooLong)) => {
+                                tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
+                            }
+                            Some(Err(e)) => return SessionEnd::Died(format!("reading from the server failed: {e}")),
+                            None => return SessionEnd::Died("the server closed its stdout".to_owned()),
+                        },
+                        _ = timer => core.on_timer(Instant::now(), &mut acts),
+                    }
+                }
+            };
+            tokio::select! {
+                r = write_loop => SessionEnd::Died(r),
+                r = main_loop => r,
+                status = child.wait() => SessionEnd::Died(exit_text(status)),
+                _ = self.shutdown.cancelled() => SessionEnd::Shutdown,
+            }
+        };
+        if let SessionEnd::Shutdown = end {
+            // The hub's last unsubscribes close the listen; deliver what that writes.
+            let flush = async {
+                let mut acts = Vec::new();
+                while let Ok(cmd) = rx.try_recv() {
+                    core.on_command(cmd, Instant::now(), &mut acts);
+                }
+                while let Ok(bytes) = wrx.try_recv() {
+                    if writer.send(bytes).await.is_err() {
+                        return;
+                    }
+                }
+                for a in acts {
+                    let bytes = match a {
+                        Action::Send { msg, .. } => msg.to_bytes(),
+                        Action::Stop(id) => cancel_note(&id).to_bytes(),
+                        _ => continue,
+                    };
+                    if writer.send(bytes).await.is_err() {
+                        return;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(STOP_GRACE, flush).await;
+        }
+        end
     }
 
     /// Sends `initialize`, waits for its answer (answering pings, logging anything
@@ -276,6 +479,12 @@ impl StdioUpstream {
         let _ = child.kill().await;
         end
     }
+}
+
+/// `notifications/cancelled` for the request or listen `id` (stdio's way to stop it).
+fn cancel_note(id: &RawId) -> Message {
+    let params = json!({"requestId": serde_json::value::RawValue::from_string(id.as_json().to_owned()).expect("ids are JSON"), "reason": "mcpmux no longer needs it"});
+    Message::notification(methods::CANCELLED, Some(&params))
 }
 
 fn parse_line(upstream: &str, line: &str) -> Option<Message> {

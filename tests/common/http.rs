@@ -2,10 +2,11 @@
 //! `mcpmux serve` on `127.0.0.1:0` and reads its listening line.
 #![allow(dead_code)]
 
+use std::pin::Pin;
 use std::process::Stdio;
 
 use eventsource_stream::Eventsource;
-use futures_util::StreamExt;
+use futures_util::{Stream, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -293,5 +294,50 @@ pub async fn read_body(resp: reqwest::Response) -> Vec<Value> {
             Value::Array(items) => items,
             v => vec![v],
         }
+    }
+}
+
+/// A POST answered as SSE, read event by event.
+pub struct PostStream {
+    events: Pin<Box<dyn Stream<Item = Value> + Send>>,
+}
+
+impl PostStream {
+    /// POSTs `body` asking for an SSE answer only.
+    pub async fn open(c: &HttpClient, body: &Value) -> PostStream {
+        let resp = c
+            .http
+            .post(&c.url)
+            .header("accept", "text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &c.session)
+            .header("mcp-protocol-version", &c.version)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let events = resp
+            .bytes_stream()
+            .eventsource()
+            .filter_map(|e| async move { e.ok().and_then(|e| serde_json::from_str(&e.data).ok()) });
+        PostStream {
+            events: Box::pin(events),
+        }
+    }
+
+    pub async fn next(&mut self) -> Option<Value> {
+        tokio::time::timeout(EVENT_TIMEOUT, self.events.next())
+            .await
+            .expect("timed out waiting for an event on a POST stream")
+    }
+
+    /// Everything until the stream ends.
+    pub async fn rest(mut self) -> Vec<Value> {
+        let mut out = vec![];
+        while let Some(v) = self.next().await {
+            out.push(v);
+        }
+        out
     }
 }

@@ -32,6 +32,7 @@
 
 mod get_stream;
 mod handshake;
+mod modern;
 mod post;
 mod wire;
 
@@ -45,8 +46,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::{Failures, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
-use crate::config::{RestartConfig, ServerConfig, UpstreamTransport};
+use super::probe::Verdict;
+use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
+use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 use get_stream::GetStream;
@@ -147,6 +149,20 @@ impl HttpUpstream {
         rx: &mut mpsc::Receiver<UpstreamCmd>,
     ) -> SessionEnd {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
+        if self.config.protocol != UpstreamProtocol::Legacy {
+            match self.probe(endpoint, init_timeout).await {
+                Probed::Modern(info) => {
+                    tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
+                    let ready = UpstreamEvent::Ready(info.clone());
+                    if self.hub.send(self.id, ready).await.is_err() {
+                        return SessionEnd::Shutdown;
+                    }
+                    return self.modern_session(endpoint, &info, rx).await;
+                }
+                Probed::Legacy => {}
+                Probed::End(end) => return end,
+            }
+        }
         let params = super::initialize_params(&self.config);
         let handshake = tokio::time::timeout(init_timeout, handshake::handshake(endpoint, &params));
         let (ctx, info) = tokio::select! {
@@ -216,7 +232,7 @@ impl HttpUpstream {
                 cmd = rx.recv() => cmd,
             };
             match cmd {
-                Some(UpstreamCmd::Send(bytes)) => post(bytes, permit, &mut posts),
+                Some(cmd) => post(cmd.into_bytes(), permit, &mut posts),
                 // The hub dropped its handle: it is gone.
                 None => break SessionEnd::Shutdown,
             }
@@ -225,7 +241,8 @@ impl HttpUpstream {
             // Deliver what the hub queued while shutting down (the last unsubscribes),
             // and let in-flight POSTs finish, before the session is deleted.
             let flush = async {
-                while let Ok(UpstreamCmd::Send(bytes)) = rx.try_recv() {
+                while let Ok(cmd) = rx.try_recv() {
+                    let bytes = cmd.into_bytes();
                     let permit = permits
                         .clone()
                         .acquire_owned()
@@ -243,6 +260,32 @@ impl HttpUpstream {
         end
     }
 
+    /// The dual-era probe: a modern request first (`protocol = "auto"` falls back to
+    /// the handshake on anything else; `"modern"` fails the session).
+    async fn probe(&self, endpoint: &Endpoint, wait: Duration) -> Probed {
+        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+        let verdict = tokio::select! {
+            r = tokio::time::timeout(wait, modern::discover(endpoint, &caps)) => match r {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => return Probed::End(SessionEnd::Died(e)),
+                Err(_) => Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis())),
+            },
+            _ = self.shutdown.cancelled() => return Probed::End(SessionEnd::Shutdown),
+        };
+        match verdict {
+            Verdict::Modern(info) => Probed::Modern(info),
+            Verdict::Legacy(why) if self.config.protocol == UpstreamProtocol::Modern => {
+                Probed::End(SessionEnd::Died(format!(
+                    "not a 2026-07-28 server (protocol = \"modern\"): {why}"
+                )))
+            }
+            Verdict::Legacy(why) => {
+                tracing::debug!(upstream = %endpoint.name, %why, "no 2026-07-28 answer; using the initialize handshake");
+                Probed::Legacy
+            }
+        }
+    }
+
     /// Ends the session on the server (405: the server does not allow it; fine).
     async fn delete(&self, ctx: &SessionCtx) {
         if ctx.session_id.is_none() {
@@ -257,6 +300,13 @@ impl HttpUpstream {
             Err(_) => tracing::debug!(upstream = %name, "DELETE timed out"),
         }
     }
+}
+
+/// What the probe decided.
+enum Probed {
+    Modern(InitInfo),
+    Legacy,
+    End(SessionEnd),
 }
 
 /// What a signal from the session's tasks means: an expiry ends the session (with

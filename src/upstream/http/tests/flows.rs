@@ -9,6 +9,35 @@ use crate::protocol::{code, Kind, RawId, LATEST_VERSION};
 use crate::upstream::{Related, UpstreamEvent};
 
 #[tokio::test]
+async fn auto_probes_with_server_discover_then_falls_back_to_initialize() {
+    let mut h = Harness::start_auto(Script::default()).await;
+    let info = h.ready().await;
+    assert_eq!(info.era, crate::upstream::Era::Legacy);
+    let seen = h.seen_until(|s| s.method == Method::GET).await;
+    let methods: Vec<_> = seen.iter().map(|s| s.rpc_method()).collect();
+    assert_eq!(
+        methods,
+        vec![
+            Some("server/discover"),
+            Some("initialize"),
+            Some("notifications/initialized"),
+            None
+        ],
+        "{seen:?}"
+    );
+    let probe = &seen[0];
+    assert_eq!(probe.header("mcp-protocol-version"), Some("2026-07-28"));
+    assert_eq!(probe.header("mcp-method"), Some("server/discover"));
+    assert_eq!(probe.header("mcp-session-id"), None);
+    let meta = &probe.body["params"]["_meta"];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert!(meta["io.modelcontextprotocol/clientCapabilities"].is_object());
+}
+
+#[tokio::test]
 async fn json_handshake_sends_headers_and_opens_one_get_stream() {
     let mut h = Harness::start(Script::default()).await;
     let info = h.ready().await;

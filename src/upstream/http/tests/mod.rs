@@ -20,7 +20,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::HttpUpstream;
-use crate::config::{RestartConfig, ServerConfig};
+use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 use crate::upstream::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink, QUEUE_CAPACITY};
@@ -60,10 +60,25 @@ impl Harness {
         Self::start_at(fake, seen, restart)
     }
 
+    /// With `protocol = "auto"` (the default): the dual-era probe comes first.
+    async fn start_auto(script: Script) -> Harness {
+        let (fake, seen) = Fake::start(script).await;
+        Self::start_protocol(fake, seen, restart(), UpstreamProtocol::Auto)
+    }
+
     fn start_at(
         fake: Fake,
         seen: mpsc::UnboundedReceiver<Seen>,
         restart: RestartConfig,
+    ) -> Harness {
+        Self::start_protocol(fake, seen, restart, UpstreamProtocol::Legacy)
+    }
+
+    fn start_protocol(
+        fake: Fake,
+        seen: mpsc::UnboundedReceiver<Seen>,
+        restart: RestartConfig,
+        protocol: UpstreamProtocol,
     ) -> Harness {
         let (hub_tx, hub) = mpsc::channel(64);
         let (cmds, rx) = mpsc::channel(QUEUE_CAPACITY);
@@ -72,6 +87,7 @@ impl Harness {
             name: "remote".into(),
             url: Some(fake.url.clone()),
             headers: BTreeMap::from([(CONFIGURED.0.to_owned(), CONFIGURED.1.to_owned())]),
+            protocol,
             ..ServerConfig::default()
         };
         let actor = HttpUpstream {

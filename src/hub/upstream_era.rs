@@ -1,0 +1,114 @@
+//! What the hub tells a 2026-07-28 upstream about the client a request is for
+//! (docs/architecture.md, "Upstreams of both eras"): that client's capabilities
+//! within what mcpmux routes, its log level, whether its era needs `input_required`
+//! bridged, and the `Mcp-Param-*` headers of a `tools/call`. The only place the hub
+//! looks at an upstream's era; everything else about the era lives in its actor.
+//! Never changes a message.
+
+use serde_json::{Map, Value};
+
+use super::{lists, Hub, UpstreamStatus};
+use crate::protocol::modern;
+use crate::protocol::{methods, Message};
+use crate::state::catalog::{expose, ListKind};
+use crate::state::ids::{ProxyId, UpstreamId};
+use crate::state::pending::Origin;
+use crate::upstream::{Era, RequestCtx};
+
+impl Hub {
+    /// The envelope facts for request `pid` to `upstream`; `None` for a legacy
+    /// upstream (its actor needs none).
+    pub(super) fn request_ctx(
+        &self,
+        upstream: UpstreamId,
+        pid: ProxyId,
+        msg: &Message,
+    ) -> Option<RequestCtx> {
+        let slot = self.upstreams.get(upstream.0)?;
+        let UpstreamStatus::Ready(info) = &slot.status else {
+            return None;
+        };
+        if info.era != Era::Modern {
+            return None;
+        }
+        let client = match self.pending.get(pid).map(|e| &e.origin) {
+            Some(Origin::Client { client, .. }) => *client,
+            // mcpmux's own requests (catalog, shared reads): what it routes.
+            _ => {
+                return Some(RequestCtx {
+                    client_capabilities: slot.declared_caps.clone(),
+                    ..RequestCtx::default()
+                })
+            }
+        };
+        let init = self.clients.get(&client)?.init.as_ref()?;
+        let modern_client = init.modern.as_ref();
+        let param_headers = if msg.method() == Some(methods::TOOLS_CALL) {
+            match modern_client.and_then(|m| m.param_headers.clone()) {
+                Some(forwarded) => forwarded,
+                None => self.computed_param_headers(upstream, msg),
+            }
+        } else {
+            Vec::new()
+        };
+        Some(RequestCtx {
+            client_capabilities: within(&slot.declared_caps, &init.capabilities),
+            log_level: self
+                .log_levels
+                .get(&client)
+                .and_then(|i| lists::level_name(*i))
+                .map(str::to_owned),
+            bridge_input: modern_client.is_none(),
+            param_headers,
+        })
+    }
+
+    /// `Mcp-Param-*` headers for a legacy client's `tools/call`, from the tool's
+    /// `x-mcp-header` annotations (the upstream's own tool name is in `msg`).
+    fn computed_param_headers(&self, upstream: UpstreamId, msg: &Message) -> Vec<(String, String)> {
+        let params: Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let Some(name) = params["name"].as_str() else {
+            return Vec::new();
+        };
+        let prefix = self.upstreams[upstream.0].prefix.as_deref();
+        let Some(tool) = self
+            .catalog
+            .item(ListKind::Tools, &expose(prefix, false, name))
+        else {
+            return Vec::new();
+        };
+        modern::param_headers(&tool["inputSchema"], &params["arguments"])
+    }
+}
+
+/// The capabilities of `client` that mcpmux also declares (`declared`): what the
+/// upstream may ask this client for.
+fn within(declared: &Value, client: &Value) -> Value {
+    let mut out = Map::new();
+    if let Some(d) = declared.as_object() {
+        for key in d.keys() {
+            if let Some(v) = client.get(key).filter(|v| v.is_object()) {
+                out.insert(key.clone(), v.clone());
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn capabilities_are_the_clients_within_what_mcpmux_declares() {
+        let declared = json!({"sampling": {}, "elicitation": {"form": {}}});
+        let client = json!({"elicitation": {"form": {}, "url": {}}, "roots": {}});
+        assert_eq!(
+            super::within(&declared, &client),
+            json!({"elicitation": {"form": {}, "url": {}}})
+        );
+    }
+}

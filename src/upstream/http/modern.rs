@@ -1,0 +1,364 @@
+//! Streamable HTTP to a 2026-07-28 server (docs/architecture.md, "Upstreams of both
+//! eras"): the `server/discover` probe, then a session without a session: every
+//! request is its own POST with the era's headers (`MCP-Protocol-Version`,
+//! `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`), a listen is a POST whose SSE answer stays
+//! open, and stopping a request or a listen is dropping its stream.
+//!
+//! Owns the POST tasks of the session and their abort handles. Everything the server
+//! sends passes through the modern [`Core`] before it reaches the hub; never parses
+//! more of a message than its id and kind.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use reqwest::header::HeaderValue;
+use serde_json::Value;
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::handshake::error_chain;
+use super::wire::{self, BodyKind, Endpoint, SessionCtx};
+use super::{HttpUpstream, SessionEnd, MAX_IN_FLIGHT};
+use crate::protocol::modern::{encode_header_value, MODERN_VERSION};
+use crate::protocol::{methods, Kind, Message, RawId};
+use crate::upstream::modern::{self, Action, Core};
+use crate::upstream::probe::{self, Verdict};
+use crate::upstream::{InitInfo, Related, UpstreamCmd, UpstreamEvent};
+
+/// `Mcp-Method` / `Mcp-Name` (header names are case-insensitive).
+const HEADER_METHOD: &str = "mcp-method";
+const HEADER_NAME: &str = "mcp-name";
+
+/// What a POST task tells the session.
+#[derive(Debug)]
+enum Inner {
+    /// A message the server sent on the stream of request `Related`.
+    Message(Message, Related),
+    /// The stream of listen `id` ended without its result.
+    ListenLost(RawId),
+}
+
+/// A session context for modern requests: no session id, the modern version header.
+pub(super) fn modern_ctx(endpoint: &Endpoint) -> SessionCtx {
+    SessionCtx {
+        endpoint: endpoint.clone(),
+        session_id: None,
+        protocol_version: Some(HeaderValue::from_static(MODERN_VERSION)),
+    }
+}
+
+/// POSTs `server/discover` and reads the answer as the dual-era rules say: a
+/// `DiscoverResult` naming 2026-07-28 is modern; any other answer (an error status,
+/// an error, another version) is not.
+///
+/// # Errors
+/// The server could not be reached at all.
+pub(super) async fn discover(endpoint: &Endpoint, capabilities: &Value) -> Result<Verdict, String> {
+    let ctx = modern_ctx(endpoint);
+    let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
+    let params = modern::discover_params(capabilities);
+    let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
+    let resp = post(&ctx, &req, &[])
+        .send()
+        .await
+        .map_err(|e| format!("server/discover failed: {}", error_chain(&e)))?;
+    let status = resp.status();
+    if !status.is_success() {
+        let body = wire::read_bounded(resp, endpoint.max_message)
+            .await
+            .unwrap_or_default();
+        let text = String::from_utf8_lossy(&body);
+        return Ok(Verdict::Legacy(format!(
+            "server/discover answered HTTP {status}: {}",
+            text.chars().take(200).collect::<String>()
+        )));
+    }
+    let answer = match wire::body_kind(&resp) {
+        BodyKind::Json => wire::read_json(resp, endpoint.max_message, &endpoint.name)
+            .await?
+            .into_iter()
+            .find(|m| m.kind() == Kind::Response && m.id() == Some(&id)),
+        BodyKind::Sse => {
+            let mut events = wire::sse_events(resp, endpoint.max_message);
+            let mut found = None;
+            while let Some(ev) = events.next().await {
+                let ev = ev.map_err(|e| format!("server/discover stream failed: {e}"))?;
+                found = wire::parse_data(&ev.data, &endpoint.name)
+                    .into_iter()
+                    .find(|m| m.kind() == Kind::Response && m.id() == Some(&id));
+                if found.is_some() {
+                    break;
+                }
+            }
+            found
+        }
+        other => {
+            return Ok(Verdict::Legacy(format!(
+                "server/discover answered HTTP {status} ({other:?})"
+            )))
+        }
+    };
+    Ok(match answer {
+        Some(a) => probe::read_discover(&a),
+        None => Verdict::Legacy("server/discover got no answer".into()),
+    })
+}
+
+/// A POST of one modern message with the era's headers.
+fn post(
+    ctx: &SessionCtx,
+    msg: &Message,
+    param_headers: &[(String, String)],
+) -> reqwest::RequestBuilder {
+    let mut rb = ctx.post(msg.to_bytes());
+    if let Some(m) = msg.method() {
+        if let Ok(v) = HeaderValue::from_str(m) {
+            rb = rb.header(HEADER_METHOD, v);
+        }
+        if let Some(name) = mcp_name(m, msg) {
+            if let Ok(v) = HeaderValue::from_str(&encode_header_value(&name)) {
+                rb = rb.header(HEADER_NAME, v);
+            }
+        }
+    }
+    for (name, value) in param_headers {
+        let header = format!("mcp-param-{name}");
+        if let Ok(v) = HeaderValue::from_str(value) {
+            rb = rb.header(header, v);
+        }
+    }
+    rb
+}
+
+/// `Mcp-Name`: `params.name` of `tools/call` and `prompts/get`, `params.uri` of
+/// `resources/read`.
+fn mcp_name(method: &str, msg: &Message) -> Option<String> {
+    let key = match method {
+        methods::TOOLS_CALL | "prompts/get" => "name",
+        methods::RESOURCES_READ => "uri",
+        _ => return None,
+    };
+    let params: Value = serde_json::from_str(msg.params()?.get()).ok()?;
+    params[key].as_str().map(str::to_owned)
+}
+
+impl HttpUpstream {
+    /// Runs a modern session until shutdown, a restart the core asks for, or the hub
+    /// going away. `info` is the probe's discover result (already sent as `Ready`).
+    pub(super) async fn modern_session(
+        &self,
+        endpoint: &Endpoint,
+        info: &InitInfo,
+        rx: &mut mpsc::Receiver<UpstreamCmd>,
+    ) -> SessionEnd {
+        let ctx = Arc::new(modern_ctx(endpoint));
+        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+        let mut core = Core::new(&self.config.name, caps, &info.capabilities);
+        let (itx, mut irx) = mpsc::channel::<Inner>(256);
+        let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        // Dropping the set aborts every stream of this session.
+        let mut tasks = JoinSet::new();
+        let mut streams: HashMap<RawId, AbortHandle> = HashMap::new();
+        let mut acts = Vec::new();
+        core.start(Instant::now(), &mut acts);
+        let end = loop {
+            let mut restart = None;
+            for a in acts.drain(..) {
+                match a {
+                    Action::Send {
+                        msg,
+                        listen,
+                        param_headers,
+                    } => {
+                        let task = ModernPost {
+                            ctx: ctx.clone(),
+                            out: itx.clone(),
+                            listen,
+                        };
+                        let id = msg.id().cloned();
+                        let permits = (!listen).then(|| permits.clone());
+                        let handle = tasks.spawn(task.run(msg, param_headers, permits));
+                        if let Some(id) = id {
+                            streams.retain(|_, h| !h.is_finished());
+                            streams.insert(id, handle);
+                        }
+                    }
+                    Action::Stop(id) => {
+                        if let Some(h) = streams.remove(&id) {
+                            h.abort();
+                        }
+                    }
+                    Action::Hub(m, related) => {
+                        if self
+                            .hub
+                            .send(self.id, UpstreamEvent::Message(m, related))
+                            .await
+                            .is_err()
+                        {
+                            return SessionEnd::Shutdown;
+                        }
+                    }
+                    Action::Restart(why) => restart = Some(why),
+                }
+            }
+            if let Some(why) = restart {
+                break SessionEnd::Died(why);
+            }
+            while tasks.try_join_next().is_some() {}
+            let deadline = core.deadline().map(tokio::time::Instant::from_std);
+            let timer = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
+                Some(inner) = irx.recv() => match inner {
+                    Inner::Message(m, related) => core.on_message(m, related, Instant::now(), &mut acts),
+                    Inner::ListenLost(id) => core.on_listen_lost(&id, Instant::now(), &mut acts),
+                },
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => {
+                        core.on_command(cmd, Instant::now(), &mut acts);
+                        for _ in 0..256 {
+                            let Ok(cmd) = rx.try_recv() else { break };
+                            core.on_command(cmd, Instant::now(), &mut acts);
+                        }
+                    }
+                    None => break SessionEnd::Shutdown,
+                },
+                _ = timer => core.on_timer(Instant::now(), &mut acts),
+            }
+        };
+        tracing::debug!(upstream = %endpoint.name, listens = core.listens_opened(), "modern session ended");
+        end
+    }
+}
+
+/// One POST of a modern session.
+struct ModernPost {
+    ctx: Arc<SessionCtx>,
+    out: mpsc::Sender<Inner>,
+    listen: bool,
+}
+
+impl ModernPost {
+    async fn run(
+        self,
+        msg: Message,
+        param_headers: Vec<(String, String)>,
+        permits: Option<Arc<Semaphore>>,
+    ) {
+        let _permit = match permits {
+            Some(p) => Some(p.acquire_owned().await.expect("never closed")),
+            None => None,
+        };
+        let id = (msg.kind() == Kind::Request)
+            .then(|| msg.id().cloned())
+            .flatten();
+        let method = msg.method().map(str::to_owned);
+        let failure = self.exchange(&msg, &param_headers, id.as_ref()).await;
+        let Some(what) = failure else { return };
+        match (id, self.listen) {
+            (Some(id), true) => {
+                tracing::debug!(upstream = %self.ctx.endpoint.name, listen = %id, error = %what, "upstream listen stream ended");
+                let _ = self.out.send(Inner::ListenLost(id)).await;
+            }
+            (Some(id), false) => {
+                tracing::warn!(upstream = %self.ctx.endpoint.name, ?method, error = %what, "upstream request failed; answering it with an error");
+                let err = self.ctx.synthesized_error(&id, &what);
+                let _ = self.out.send(Inner::Message(err, Related::Nothing)).await;
+            }
+            (None, _) => {
+                tracing::debug!(upstream = %self.ctx.endpoint.name, ?method, error = %what, "upstream notification not delivered")
+            }
+        }
+    }
+
+    /// Sends the POST and forwards its answer; `Some(why)` when the request (or
+    /// listen) did not get its answer.
+    async fn exchange(
+        &self,
+        msg: &Message,
+        param_headers: &[(String, String)],
+        id: Option<&RawId>,
+    ) -> Option<String> {
+        let max = self.ctx.endpoint.max_message;
+        let name = &self.ctx.endpoint.name;
+        let resp = match post(&self.ctx, msg, param_headers).send().await {
+            Ok(r) => r,
+            Err(e) => return Some(format!("HTTP request failed: {}", error_chain(&e))),
+        };
+        let status = resp.status();
+        let related = id.map_or(Related::Nothing, |i| Related::Request(i.clone()));
+        let is_answer = |m: &Message| id.is_some() && m.kind() == Kind::Response && m.id() == id;
+        if !status.is_success() {
+            // A modern error status carries the JSON-RPC error: pass it on as is.
+            let body = wire::read_bounded(resp, max).await.unwrap_or_default();
+            if let Some(m) = Message::parse(&body).ok().filter(|m| is_answer(m)) {
+                let _ = self.out.send(Inner::Message(m, related)).await;
+                return None;
+            }
+            let detail = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned));
+            return id.map(|_| match detail {
+                Some(d) => format!("HTTP {status}: {d}"),
+                None => format!("HTTP {status}"),
+            });
+        }
+        match wire::body_kind(&resp) {
+            BodyKind::Empty => id.map(|_| format!("HTTP {status} without a response")),
+            BodyKind::Other(ct) => Some(format!("HTTP {status} with content type `{ct}`")),
+            BodyKind::Json => {
+                let msgs = match wire::read_json(resp, max, name).await {
+                    Ok(m) => m,
+                    Err(e) => return Some(e),
+                };
+                let mut answered = false;
+                for m in msgs {
+                    answered |= is_answer(&m);
+                    if self
+                        .out
+                        .send(Inner::Message(m, related.clone()))
+                        .await
+                        .is_err()
+                    {
+                        return None;
+                    }
+                }
+                (id.is_some() && !answered)
+                    .then(|| format!("HTTP {status} JSON body without the response"))
+            }
+            BodyKind::Sse => {
+                let mut events = wire::sse_events(resp, max);
+                while let Some(ev) = events.next().await {
+                    let ev = match ev {
+                        Ok(ev) => ev,
+                        Err(e) => return Some(format!("response stream failed: {e}")),
+                    };
+                    let mut answered = false;
+                    for m in wire::parse_data(&ev.data, name) {
+                        answered |= is_answer(&m);
+                        if self
+                            .out
+                            .send(Inner::Message(m, related.clone()))
+                            .await
+                            .is_err()
+                        {
+                            return None;
+                        }
+                    }
+                    if answered {
+                        return None;
+                    }
+                }
+                id.map(|_| "response stream ended before the answer".to_owned())
+            }
+        }
+    }
+}

@@ -1,0 +1,1 @@
+//! The modern core against scripted server answers.

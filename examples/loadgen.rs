@@ -5,11 +5,12 @@
 //! ```text
 //! cargo build --release --bins --examples
 //! target/release/examples/loadgen <scenario> [options]
-//!   scenarios: storm | fanout | read-storm | forwarding | memory | all
-//!   --clients 1,10,100     client counts (storm, fanout, read-storm)
+//!   scenarios: storm | fanout | read-storm | modern-upstream | forwarding | memory | all
+//!   --clients 1,10,100     client counts (storm, fanout, read-storm, modern-upstream)
 //!   --updates K            burst size per fanout row (default: 500,000 / N, 1,000..20,000)
 //!   --iso E                isolated updates per fanout row (default 50)
-//!   --rounds K             update+re-read rounds per read-storm row (default 50)
+//!   --rounds K             update+re-read rounds per read-storm row, read rounds per
+//!                          TTL read-storm row (default 50)
 //!   --calls M              echo round trips per forwarding path (default 5,000)
 //!   --sessions 1000,10000  idle sessions per memory row
 //!   --uris U               URIs each of the first memory row's sessions subscribes to (default 100)
@@ -42,8 +43,8 @@ use harness::memory::memory;
 use harness::peer::{peer_echo, peer_fanout, peer_storm};
 use harness::proxy::{config_toml, Limits, Proxy};
 use harness::scenarios::{
-    fanout_holders, fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke, storm, Bins, Env,
-    Fanout, Holders,
+    fanout_holders, fanout_holders_on, fanout_mcpmux, fanout_raw, forwarding, read_storm, smoke,
+    storm, ttl_read_storm, Bins, Env, Fanout, Holders,
 };
 use harness::stats::{dms, group, mib, ms, rate};
 
@@ -191,6 +192,9 @@ async fn run(args: &Args, env: &Env) -> Result<()> {
     }
     if run_it("read-storm") {
         run_read_storm(args, env).await?;
+    }
+    if run_it("modern-upstream") {
+        run_modern_upstream(args, env).await?;
     }
     if run_it("forwarding") {
         run_forwarding(args, env).await?;
@@ -391,6 +395,51 @@ async fn run_read_storm(args: &Args, env: &Env) -> Result<()> {
             ms(r.direct.p50),
             ms(r.direct.p99)
         );
+    }
+    Ok(())
+}
+
+/// The same fan-out (half legacy sessions, half listens) through a 2026-07-28
+/// upstream (mcpmux's one union listen) beside a legacy one, in one run; then a read
+/// storm of a URI nobody holds, served by the TTL cache from the modern upstream.
+async fn run_modern_upstream(args: &Args, env: &Env) -> Result<()> {
+    println!("\n### modern upstream: the same burst and isolated updates through a legacy and a 2026-07-28 upstream (holders: half and half)\n");
+    println!("| N | upstream | deliveries/s | ÷ legacy upstream | to all N p50 ms | ÷ legacy upstream | coalesced | lost |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for &n in args.clients.as_deref().unwrap_or(&[10, 100, 1000]) {
+        let k = args.updates.unwrap_or_else(|| default_burst(n));
+        let legacy = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "legacy").await?;
+        let modern = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "modern").await?;
+        for (label, f) in [("legacy", &legacy), ("2026-07-28", &modern)] {
+            let rate_ratio = f.burst.per_sec() / legacy.burst.per_sec().max(1e-9);
+            let all_ratio = f.iso.all.p50 as f64 / (legacy.iso.all.p50 as f64).max(1.0);
+            println!(
+                "| {} | {label} | {} | {rate_ratio:.2} | {} | {all_ratio:.2} | {} | {} |",
+                group(n as u64),
+                rate(f.burst.per_sec()),
+                ms(f.iso.all.p50),
+                f.coalesced,
+                f.lost()
+            );
+        }
+    }
+    println!("\n### TTL read storm: K rounds of N concurrent reads of a URI nobody holds (`ttlMs` 600000 from the 2026-07-28 upstream; none from the legacy one)\n");
+    println!("| upstream | N | K | client reads | upstream reads | read p50 ms | p99 ms |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    for era in ["legacy", "modern"] {
+        for &n in &[10, 100] {
+            let r = ttl_read_storm(env, n, args.rounds, era).await?;
+            println!(
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.era,
+                r.n,
+                r.k,
+                group(r.client_reads),
+                r.upstream_reads,
+                ms(r.lat.p50),
+                ms(r.lat.p99)
+            );
+        }
     }
     Ok(())
 }

@@ -37,10 +37,16 @@ impl Default for Limits {
 
 /// A config with one scripted upstream (200 static resources) and the given limits.
 pub fn config_toml(scripted: &Path, limits: Limits) -> String {
+    config_toml_era(scripted, limits, "legacy")
+}
+
+/// [`config_toml`] with the scripted upstream in protocol era `era` (`SCRIPTED_ERA`:
+/// legacy, dual or modern).
+pub fn config_toml_era(scripted: &Path, limits: Limits, era: &str) -> String {
     format!(
         "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\nmax_clients = {}\nmax_connections = {}\n\
          client_queue = {}\nmax_subscriptions_per_client = {}\n\n[servers.scripted]\n\
-         command = {:?}\nenv = {{ SCRIPTED_RESOURCES = \"200\" }}\n",
+         command = {:?}\nenv = {{ SCRIPTED_RESOURCES = \"200\", SCRIPTED_ERA = \"{era}\" }}\n",
         limits.max_clients,
         limits.max_connections,
         limits.client_queue,

@@ -19,7 +19,7 @@ use super::client::{
     http_pool, ns_since, open_listen, receive, thread_cpu, LineClient, Parse, Receiver, Session,
     Tally,
 };
-use super::proxy::{config_toml, Limits, Proxy, TempFile};
+use super::proxy::{config_toml, config_toml_era, Limits, Proxy, TempFile};
 use super::raw::RawServer;
 use super::stats::{pct, Pct};
 
@@ -356,6 +356,18 @@ pub async fn fanout_holders(
     iso: u64,
     holders: Holders,
 ) -> Result<Fanout> {
+    fanout_holders_on(env, n, k, iso, holders, "legacy").await
+}
+
+/// [`fanout_holders`] with the scripted upstream in protocol era `upstream_era`.
+pub async fn fanout_holders_on(
+    env: &Env,
+    n: usize,
+    k: u64,
+    iso: u64,
+    holders: Holders,
+    upstream_era: &str,
+) -> Result<Fanout> {
     let limits = Limits {
         max_clients: n + 16,
         max_connections: 2 * n + 64,
@@ -363,7 +375,8 @@ pub async fn fanout_holders(
         client_queue: (k as usize + 64).max(Limits::default().client_queue),
         ..Limits::default()
     };
-    let proxy = Proxy::start(&env.server, &config_toml(&env.bins.scripted, limits))?;
+    let config = config_toml_era(&env.bins.scripted, limits, upstream_era);
+    let proxy = Proxy::start(&env.server, &config)?;
     let mut b = Bench::connect_holders(&proxy.url, n, env.parse, holders).await?;
     b.proxy = Some(proxy);
     let legacy = b.clients.len();
@@ -585,6 +598,59 @@ pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
     })
 }
 
+/// A read storm without subscriptions: `k` rounds of `n` concurrent reads of one URI
+/// that nobody holds, whose results carry `ttlMs` 600 000 from a 2026-07-28 upstream
+/// (`upstream_era = "modern"`), or none from a legacy one.
+#[derive(Debug, Clone)]
+pub struct TtlRow {
+    pub era: String,
+    pub n: usize,
+    pub k: u64,
+    pub client_reads: u64,
+    pub upstream_reads: u64,
+    pub lat: Pct,
+}
+
+/// [`TtlRow`] for one upstream era.
+pub async fn ttl_read_storm(env: &Env, n: usize, k: u64, upstream_era: &str) -> Result<TtlRow> {
+    const TTL_URI: &str = "test://dynamic/ttl?ttl=600000&scope=public";
+    let limits = Limits {
+        max_clients: n + 16,
+        max_connections: 2 * n + 64,
+        ..Limits::default()
+    };
+    let config = config_toml_era(&env.bins.scripted, limits, upstream_era);
+    let proxy = Proxy::start(&env.server, &config)?;
+    let mut b = Bench::connect(&proxy.url, n, Parse::Full).await?;
+    b.proxy = Some(proxy);
+    let mut lats = vec![];
+    let mut client_reads = 0;
+    for _ in 0..k {
+        let answers = join_all(b.clients.iter_mut().map(|c| async move {
+            let t = Instant::now();
+            let r = c.call("resources/read", json!({"uri": TTL_URI})).await;
+            (ns_since(t), r)
+        }))
+        .await;
+        for (ns, r) in answers {
+            if r?.get("result").is_some() {
+                client_reads += 1;
+                lats.push(ns);
+            }
+        }
+    }
+    let upstream_reads = upstream_count(&mut b.control, "resources/read", TTL_URI).await?;
+    b.stop().await;
+    Ok(TtlRow {
+        era: upstream_era.to_owned(),
+        n,
+        k,
+        client_reads,
+        upstream_reads,
+        lat: pct(&mut lats),
+    })
+}
+
 /// Scenario 4: one path of `forwarding`.
 #[derive(Debug, Clone)]
 pub struct FwdRow {
@@ -683,6 +749,10 @@ pub async fn smoke(env: &Env) -> Result<()> {
             "mcpmux, mixed holders",
             fanout_holders(env, n, k, iso, Holders::Mixed).await?,
         ),
+        (
+            "mcpmux, mixed holders, 2026-07-28 upstream",
+            fanout_holders_on(env, n, k, iso, Holders::Mixed, "modern").await?,
+        ),
         ("raw", fanout_raw(env, n, k, iso, 1).await?),
         ("raw batched", fanout_raw(env, n, k, iso, 2).await?),
     ] {
@@ -700,6 +770,16 @@ pub async fn smoke(env: &Env) -> Result<()> {
     ensure!(r.client_reads == 9, "read-storm: {r:?}");
     ensure!(r.upstream_reads == 3, "read-storm: {r:?}");
     ensure!(r.direct.n == 9, "read-storm: {r:?}");
+    let r = ttl_read_storm(env, 3, 2, "modern").await?;
+    ensure!(
+        r.client_reads == 6 && r.upstream_reads == 1,
+        "ttl read-storm: {r:?}"
+    );
+    let r = ttl_read_storm(env, 3, 2, "legacy").await?;
+    ensure!(
+        r.client_reads == 6 && r.upstream_reads == 6,
+        "ttl read-storm: {r:?}"
+    );
     let rows = forwarding(env, 5, 1).await?;
     for row in &rows {
         ensure!(row.lat.n == 5, "forwarding: {row:?}");

@@ -6,8 +6,16 @@
 //! to stdout one message per line; after `initialize` succeeds a GET stream carries the
 //! daemon's own messages, resumed with `Last-Event-ID` when it drops. A request the
 //! daemon cannot answer gets a JSON-RPC error line, so the host never waits forever.
+//!
+//! A 2026-07-28 request (its `_meta` names the modern version) is POSTed statelessly
+//! with the era's headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, and
+//! `Mcp-Param-*` from the tool's `x-mcp-header` annotations, learned from the
+//! `tools/list` answers that pass through); its stream (a listen's, say) is closed when
+//! the host sends `notifications/cancelled` naming it, which is how stdio ends a
+//! listen (docs/architecture.md, "Stdio mode and mcpmux connect").
 //! Never writes anything but MCP to stdout.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,7 +29,8 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::LimitsConfig;
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::{code, methods, Kind, Message};
+use crate::protocol::modern::{self, meta};
+use crate::protocol::{code, methods, Kind, Message, RawId};
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
@@ -31,6 +40,10 @@ const VERSION: &str = "mcp-protocol-version";
 struct Session {
     id: Option<String>,
     version: Option<String>,
+    /// `inputSchema` of each tool seen in a `tools/list` answer (for `Mcp-Param-*`).
+    tools: HashMap<String, serde_json::Value>,
+    /// Modern requests in flight: closing their stream cancels them.
+    modern: HashMap<RawId, tokio::task::AbortHandle>,
 }
 
 /// Runs the bridge until the input ends.
@@ -75,6 +88,13 @@ where
                 continue;
             }
         };
+        if let Some(target) = modern_cancel_target(&msg, &session) {
+            // Closing a modern request's stream is its cancellation.
+            if let Some(task) = session.lock().expect("not poisoned").modern.remove(&target) {
+                task.abort();
+            }
+            continue;
+        }
         let post = Post {
             http: http.clone(),
             url: url.to_owned(),
@@ -82,7 +102,13 @@ where
             out: out_tx.clone(),
         };
         let is_init = msg.method() == Some(methods::INITIALIZE);
-        if msg.kind() == Kind::Request && !is_init {
+        if msg.kind() == Kind::Request && modern_version(&msg).is_some() {
+            let id = msg.id().cloned().expect("requests have ids");
+            let task = tasks.spawn(async move { post.send(msg).await });
+            let mut s = session.lock().expect("not poisoned");
+            s.modern.retain(|_, t| !t.is_finished());
+            s.modern.insert(id, task);
+        } else if msg.kind() == Kind::Request && !is_init {
             tasks.spawn(async move { post.send(msg).await });
         } else {
             post.send(msg).await;
@@ -128,7 +154,14 @@ impl Post {
             .then(|| msg.id().cloned())
             .flatten();
         let is_init = msg.method() == Some(methods::INITIALIZE);
-        if let Err(why) = self.try_send(msg, is_init).await {
+        let result = match modern_version(&msg) {
+            Some(v) if msg.kind() == Kind::Request => self.try_send_modern(msg, &v).await,
+            _ => self.try_send(msg, is_init).await,
+        };
+        if let Some(id) = &request_id {
+            self.session.lock().expect("not poisoned").modern.remove(id);
+        }
+        if let Err(why) = result {
             tracing::warn!(%why, "bridge request failed");
             if let Some(id) = request_id {
                 let e = Message::error_response(Some(&id), code::INTERNAL_ERROR, &why, None);
@@ -137,13 +170,49 @@ impl Post {
         }
     }
 
+    /// A 2026-07-28 request: stateless, with the era's headers.
+    async fn try_send_modern(&self, msg: Message, version: &str) -> Result<(), String> {
+        let mut headers = base_headers();
+        let mut put = |name: &str, value: &str| {
+            if let (Ok(n), Ok(v)) = (
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(value),
+            ) {
+                headers.insert(n, v);
+            }
+        };
+        put(VERSION, version);
+        let method = msg.method().unwrap_or_default().to_owned();
+        put("mcp-method", &method);
+        let params: serde_json::Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        let name_key = match method.as_str() {
+            methods::TOOLS_CALL | "prompts/get" => Some("name"),
+            methods::RESOURCES_READ => Some("uri"),
+            _ => None,
+        };
+        if let Some(name) = name_key.and_then(|k| params[k].as_str()) {
+            put("mcp-name", &modern::encode_header_value(name));
+        }
+        if method == methods::TOOLS_CALL {
+            let schema = params["name"].as_str().and_then(|n| {
+                let s = self.session.lock().expect("not poisoned");
+                s.tools.get(n).cloned()
+            });
+            if let Some(schema) = schema {
+                for (name, value) in modern::param_headers(&schema, &params["arguments"]) {
+                    put(&format!("mcp-param-{name}"), &value);
+                }
+            }
+        }
+        let lists_tools = method == "tools/list";
+        self.exchange(headers, msg, false, lists_tools).await
+    }
+
     async fn try_send(&self, msg: Message, is_init: bool) -> Result<(), String> {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let mut headers = base_headers();
         {
             let s = self.session.lock().expect("not poisoned");
             if let Some(id) = s.id.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
@@ -157,6 +226,19 @@ impl Post {
                 headers.insert(VERSION, v);
             }
         }
+        let lists_tools = msg.method() == Some("tools/list");
+        self.exchange(headers, msg, is_init, lists_tools).await
+    }
+
+    /// POSTs `msg` and writes what comes back; learns tool schemas from a
+    /// `tools/list` answer (`lists_tools`).
+    async fn exchange(
+        &self,
+        headers: HeaderMap,
+        msg: Message,
+        is_init: bool,
+        lists_tools: bool,
+    ) -> Result<(), String> {
         let resp = self
             .http
             .post(&self.url)
@@ -183,7 +265,7 @@ impl Post {
             let mut events = resp.bytes_stream().eventsource();
             while let Some(ev) = events.next().await {
                 let ev = ev.map_err(|e| format!("event stream broke: {e}"))?;
-                self.emit(ev.data.as_bytes(), is_init).await;
+                self.emit(ev.data.as_bytes(), is_init, lists_tools).await;
             }
             return Ok(());
         }
@@ -205,11 +287,11 @@ impl Post {
             .filter(|m| m.kind() == Kind::Response);
         match parsed {
             Some(m) if m.id().is_some() || status.is_success() => {
-                self.emit(&body, is_init).await;
+                self.emit(&body, is_init, lists_tools).await;
                 Ok(())
             }
             _ if status.is_success() => {
-                self.emit(&body, is_init).await;
+                self.emit(&body, is_init, lists_tools).await;
                 Ok(())
             }
             _ => Err(format!(
@@ -220,14 +302,20 @@ impl Post {
     }
 
     /// Writes one message from the daemon to stdout (compacted to one line).
-    async fn emit(&self, data: &[u8], is_init: bool) {
+    async fn emit(&self, data: &[u8], is_init: bool, lists_tools: bool) {
         if data.iter().all(u8::is_ascii_whitespace) {
             return;
         }
-        if is_init {
+        if is_init || lists_tools {
             if let Ok(v) = serde_json::from_slice::<serde_json::Value>(data) {
-                if let Some(ver) = v["result"]["protocolVersion"].as_str() {
-                    self.session.lock().expect("not poisoned").version = Some(ver.to_owned());
+                let mut s = self.session.lock().expect("not poisoned");
+                if let Some(ver) = v["result"]["protocolVersion"].as_str().filter(|_| is_init) {
+                    s.version = Some(ver.to_owned());
+                }
+                for tool in v["result"]["tools"].as_array().into_iter().flatten() {
+                    if let Some(name) = tool["name"].as_str() {
+                        s.tools.insert(name.to_owned(), tool["inputSchema"].clone());
+                    }
                 }
             }
         }
@@ -241,6 +329,39 @@ impl Post {
         };
         let _ = self.out.send(line).await;
     }
+}
+
+fn base_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers
+}
+
+/// The modern protocol version a request's `_meta` names, if it names one.
+fn modern_version(msg: &Message) -> Option<String> {
+    let params = msg.params()?.get();
+    if !params.contains(meta::PROTOCOL_VERSION) {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(params).ok()?;
+    let version = v["_meta"][meta::PROTOCOL_VERSION].as_str()?;
+    modern::is_modern(version).then(|| version.to_owned())
+}
+
+/// The modern request a `notifications/cancelled` names, when one is in flight.
+fn modern_cancel_target(msg: &Message, session: &Mutex<Session>) -> Option<RawId> {
+    if msg.method() != Some(methods::CANCELLED) {
+        return None;
+    }
+    let id = methods::parse_params::<methods::CancelledParams>(msg.params())?
+        .request_id
+        .and_then(|r| RawId::parse(r.get()))?;
+    let s = session.lock().expect("not poisoned");
+    s.modern.contains_key(&id).then_some(id)
 }
 
 /// Keeps a GET stream open for the daemon's own messages, resuming after drops.

@@ -1,7 +1,9 @@
 //! Upstream actors: each owns one upstream transport (a stdio child or a Streamable
-//! HTTP session), performs the `initialize` handshake itself, forwards every inbound
-//! message to the hub, and restarts with backoff when the transport dies. Never awaits
-//! a client; never interprets messages beyond the handshake.
+//! HTTP session), finds the server's era (`probe`) and performs the `initialize`
+//! handshake or runs a 2026-07-28 session through the modern core (`modern`), forwards
+//! every inbound message to the hub, and restarts with backoff when the transport
+//! dies (docs/architecture.md, "Upstreams of both eras"). Never awaits a client; a
+//! legacy session never interprets messages beyond the handshake.
 
 use bytes::Bytes;
 use tokio::sync::mpsc;

@@ -1,11 +1,13 @@
-//! The stdio upstream actor: spawns the server process, performs the handshake,
-//! shuttles lines between the process and the hub, and restarts it with jittered
-//! exponential backoff when it dies.
+//! The stdio upstream actor: spawns the server process, probes its era with
+//! `server/discover` (unless `protocol = "legacy"`), performs the handshake or runs a
+//! 2026-07-28 session through the modern core, shuttles lines between the process and
+//! the hub, and restarts it with jittered exponential backoff when it dies.
 //!
 //! Owns the child process: it is started with `kill_on_drop`, stopped by closing
 //! stdin, waiting, then killing — never left as a zombie. Reading and writing run as
 //! separate futures so a server that stops reading stdin cannot stop us reading its
-//! stdout. Never interprets messages after the handshake; never awaits a client.
+//! stdout. A legacy session never interprets messages after the handshake; never
+//! awaits a client.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

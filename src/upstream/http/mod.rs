@@ -1,7 +1,9 @@
-//! The Streamable HTTP upstream actor (legacy era, 2025-03-26 … 2025-11-25): holds one
-//! MCP session with a remote server, performs the handshake itself, POSTs each message
-//! the hub sends, forwards every message the server sends, and starts a new session
-//! when the old one dies or expires.
+//! The Streamable HTTP upstream actor: probes the server's era with a `server/discover`
+//! POST (unless `protocol = "legacy"`); a 2026-07-28 server gets a session without a
+//! session id (`modern.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
+//! session, performs the handshake itself, POSTs each message the hub sends, forwards
+//! every message the server sends, and starts a new session when the old one dies or
+//! expires.
 //!
 //! Owns the session: its `Mcp-Session-Id`, the negotiated version, the one GET stream
 //! and the in-flight POST tasks; all of them end with the session. Never interprets

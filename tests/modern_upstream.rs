@@ -431,3 +431,20 @@ async fn a_refused_uri_gets_a_clear_error_and_the_probe_reports_each_era() {
         "a server that fails the probe fails the check"
     );
 }
+
+#[tokio::test]
+async fn mcpmux_discover_merges_the_modern_upstreams_cache_hints() {
+    let extra = "env = { SCRIPTED_ERA = \"modern\", SCRIPTED_TTL_MS = \"5000\", SCRIPTED_CACHE_SCOPE = \"public\" }\nttl_ms = 99\n";
+    let d = Daemon::start(&scripted_config(LISTEN, "", extra)).await;
+    let m = ModernClient::new(&d.url);
+    let (_, r) = m.call(1, "server/discover", json!({})).await;
+    assert_eq!(
+        (r["result"]["ttlMs"].clone(), r["result"]["cacheScope"].clone()),
+        (json!(5000), json!("public")),
+        "the upstream's own hints, not the ttl_ms config: {r}"
+    );
+    assert_eq!(r["result"]["capabilities"]["resources"]["subscribe"], true);
+    // Its lists keep the hints the upstream gave them.
+    let (_, r) = m.call(2, "tools/list", json!({})).await;
+    assert_eq!(r["result"]["ttlMs"], 5000, "{r}");
+}

@@ -195,9 +195,16 @@ impl Hub {
         upstreams
             .into_iter()
             .filter_map(|u| self.upstreams.get(u))
-            .map(|s| Hints {
-                ttl_ms: s.ttl_ms,
-                scope: s.cache_scope,
+            .map(|s| match &s.status {
+                // A 2026-07-28 upstream said how long its answers keep.
+                UpstreamStatus::Ready(info) if info.discover_hints.is_some() => {
+                    let (ttl_ms, scope) = info.discover_hints.expect("checked");
+                    Hints { ttl_ms, scope }
+                }
+                _ => Hints {
+                    ttl_ms: s.ttl_ms,
+                    scope: s.cache_scope,
+                },
             })
             .reduce(Hints::merge)
             .unwrap_or(Hints {

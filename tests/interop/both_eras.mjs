@@ -110,8 +110,8 @@ function nextLine() {
   return new Promise((resolve, reject) => {
     const rl = readline.createInterface({ input: process.stdin });
     rl.once("line", (line) => {
+      resolve(line.trim()); // before close(), which emits "close" at once
       rl.close();
-      resolve(line.trim());
     });
     rl.once("close", () => reject(new ScenarioError("stdin closed while paused")));
   });

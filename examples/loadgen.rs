@@ -5,7 +5,7 @@
 //! ```text
 //! cargo build --release --bins --examples
 //! target/release/examples/loadgen <scenario> [options]
-//!   scenarios: storm | fanout | read-storm | modern-upstream | forwarding | memory | all
+//!   scenarios: storm | fanout | read-storm | modern-upstream | metrics | forwarding | memory | all
 //!   --clients 1,10,100     client counts (storm, fanout, read-storm, modern-upstream)
 //!   --updates K            burst size per fanout row (default: 500,000 / N, 1,000..20,000)
 //!   --iso E                isolated updates per fanout row (default 50)
@@ -195,6 +195,9 @@ async fn run(args: &Args, env: &Env) -> Result<()> {
     }
     if run_it("modern-upstream") {
         run_modern_upstream(args, env).await?;
+    }
+    if run_it("metrics") {
+        run_metrics_overhead(args, env).await?;
     }
     if run_it("forwarding") {
         run_forwarding(args, env).await?;
@@ -399,6 +402,33 @@ async fn run_read_storm(args: &Args, env: &Env) -> Result<()> {
     Ok(())
 }
 
+/// The fan-out with and without a client scraping `/metrics` every 100 ms (Prometheus
+/// scrapes every 15 s by default: this is 150× that), in one run, alternating.
+async fn run_metrics_overhead(args: &Args, env: &Env) -> Result<()> {
+    println!("\n### metrics overhead: the same fan-out, /metrics scraped every 100 ms or not (legacy holders)\n");
+    println!("| N | scraping | scrapes | deliveries/s | ÷ unscraped | to all N p50 ms | ÷ unscraped | lost |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    let every = Some(Duration::from_millis(100));
+    for &n in args.clients.as_deref().unwrap_or(&[100, 1000]) {
+        let k = args.updates.unwrap_or_else(|| default_burst(n));
+        let off = fanout_holders_on(env, n, k, args.iso, Holders::Legacy, "legacy", None).await?;
+        let on = fanout_holders_on(env, n, k, args.iso, Holders::Legacy, "legacy", every).await?;
+        for (label, f) in [("no", &off), ("every 100 ms", &on)] {
+            println!(
+                "| {} | {label} | {} | {} | {:.2} | {} | {:.2} | {} |",
+                group(n as u64),
+                f.scrapes,
+                rate(f.burst.per_sec()),
+                f.burst.per_sec() / off.burst.per_sec().max(1e-9),
+                ms(f.iso.all.p50),
+                f.iso.all.p50 as f64 / (off.iso.all.p50 as f64).max(1.0),
+                f.lost()
+            );
+        }
+    }
+    Ok(())
+}
+
 /// The same fan-out (half legacy sessions, half listens) through a 2026-07-28
 /// upstream (mcpmux's one union listen) beside a legacy one, in one run; then a read
 /// storm of a URI nobody holds, served by the TTL cache from the modern upstream.
@@ -408,8 +438,8 @@ async fn run_modern_upstream(args: &Args, env: &Env) -> Result<()> {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     for &n in args.clients.as_deref().unwrap_or(&[10, 100, 1000]) {
         let k = args.updates.unwrap_or_else(|| default_burst(n));
-        let legacy = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "legacy").await?;
-        let modern = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "modern").await?;
+        let legacy = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "legacy", None).await?;
+        let modern = fanout_holders_on(env, n, k, args.iso, Holders::Mixed, "modern", None).await?;
         for (label, f) in [("legacy", &legacy), ("2026-07-28", &modern)] {
             let rate_ratio = f.burst.per_sec() / legacy.burst.per_sec().max(1e-9);
             let all_ratio = f.iso.all.p50 as f64 / (legacy.iso.all.p50 as f64).max(1.0);

@@ -12,6 +12,8 @@
 //! - [`downstream`]: client sessions (Streamable HTTP, stdio) and their outboxes.
 //! - [`config`]: the TOML file, validated.
 //! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
+//! - [`import`]: `mcpmux import`, host JSON configs (Claude Desktop, Cursor, VS Code,
+//!   Windsurf) → an mcpmux config. Used by the command only.
 //!
 //! # Task graph
 //!
@@ -29,6 +31,8 @@ pub mod config;
 pub mod downstream;
 pub mod fdlimit;
 pub mod hub;
+pub mod import;
+pub mod observe;
 pub mod protocol;
 pub mod run;
 pub mod state;

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 use mcpmux::config::{self, Config};
-use mcpmux::downstream::http::{serve_http, HttpSettings};
+use mcpmux::downstream::http::{serve_http_observed, HttpSettings};
 use mcpmux::run::Core;
 
 #[derive(Parser, Debug)]
@@ -48,10 +48,43 @@ enum Cmd {
         #[arg(long)]
         probe: bool,
     },
+    /// Show a running daemon's upstreams, clients, held URIs and savings; non-zero exit
+    /// when it is not running or an upstream is down.
+    Status {
+        /// The daemon's URL (its base or its MCP endpoint); default: from the config's
+        /// `[listen].http`, else http://127.0.0.1:7878.
+        #[arg(long)]
+        url: Option<String>,
+        /// Config to take the address and the bearer token variable from.
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
+    /// Ask a running daemon to re-read its configuration (as SIGHUP does); non-zero
+    /// exit when it refused the new one (the running configuration stays).
+    Reload {
+        /// The daemon's URL (its base or its MCP endpoint); default as for `status`.
+        #[arg(long)]
+        url: Option<String>,
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Bridge stdin/stdout to a running mcpmux over Streamable HTTP.
     Connect {
         /// The daemon's MCP endpoint, e.g. http://127.0.0.1:7878/mcp.
         url: String,
+    },
+    /// Write an mcpmux config from Claude Desktop / Cursor / VS Code / Windsurf MCP
+    /// configs; report on stderr what could not be imported.
+    Import {
+        /// Host config files (JSON; comments and trailing commas allowed).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        /// Where to write the config; `-` for stdout.
+        #[arg(long, default_value = config::DEFAULT_CONFIG_FILE)]
+        output: PathBuf,
+        /// Overwrite the output file if it exists.
+        #[arg(long)]
+        force: bool,
     },
 }
 
@@ -117,17 +150,88 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Serve { config } => serve(load(config)?).await,
+        Cmd::Serve { config } => {
+            let path = config::resolve_path(config.clone());
+            serve(load(config)?, path).await
+        }
+        Cmd::Reload { url, config } => reload(url, config).await,
+        Cmd::Status { url, config } => status(url, config).await,
         Cmd::Stdio { config } => stdio(load(config)?).await,
         Cmd::Connect { url } => {
             mcpmux::downstream::connect::bridge(&url, tokio::io::stdin(), tokio::io::stdout())
                 .await
                 .context("connect")
         }
+        Cmd::Import {
+            files,
+            output,
+            force,
+        } => Ok(mcpmux::import::run(&files, &output, force)?),
     }
 }
 
-async fn serve(cfg: Config) -> anyhow::Result<()> {
+/// The daemon's URL and bearer token for `status` and `reload`: `--url`, else the
+/// config's `[listen].http`, else the default address. The config is optional here.
+fn daemon_address(url: Option<String>, config: Option<PathBuf>) -> (String, Option<String>) {
+    let cfg = config::load(&config::resolve_path(config)).ok();
+    let url = url.unwrap_or_else(|| {
+        let addr = cfg.as_ref().map_or_else(
+            || config::ListenConfig::DEFAULT_HTTP.to_owned(),
+            |c| c.listen.http.to_string(),
+        );
+        format!("http://{addr}")
+    });
+    let token = cfg
+        .as_ref()
+        .and_then(|c| c.listen.auth_token().ok().flatten());
+    (url, token)
+}
+
+/// `mcpmux reload`: `POST /reload` to a running daemon.
+async fn reload(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<()> {
+    let (url, token) = daemon_address(url, config);
+    let mut u = reqwest::Url::parse(&url).with_context(|| format!("bad URL `{url}`"))?;
+    u.set_path("/reload");
+    let mut req = reqwest::Client::new().post(u.clone());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let resp = req
+        .send()
+        .await
+        .with_context(|| format!("mcpmux is not running at {url}"))?;
+    let status = resp.status();
+    let body: serde_json::Value = resp.json().await.unwrap_or_default();
+    if let Some(changes) = body["changes"].as_array() {
+        for c in changes {
+            println!("{}", c.as_str().unwrap_or_default());
+        }
+        return Ok(());
+    }
+    anyhow::bail!(
+        "reload refused ({status}): {}",
+        body["error"].as_str().unwrap_or("no reason given")
+    )
+}
+
+/// `mcpmux status`: the daemon's `/status` as tables.
+async fn status(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<()> {
+    use mcpmux::observe::status_cli;
+    let (url, token) = daemon_address(url, config);
+    let status_url = status_cli::status_url(&url).map_err(anyhow::Error::msg)?;
+    let doc = status_cli::fetch(&status_url, token.as_deref())
+        .await
+        .map_err(anyhow::Error::msg)?;
+    print!("{}", status_cli::render(&doc));
+    match status_cli::outcome(&doc) {
+        status_cli::Outcome::AllUp => Ok(()),
+        status_cli::Outcome::Degraded(names) => {
+            anyhow::bail!("not every upstream is up: {}", names.join(", "))
+        }
+    }
+}
+
+async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
     let token = cfg.listen.auth_token()?;
     // Every connection and upstream pipe is a descriptor; the connection bound is
     // derived from this limit (see mcpmux::fdlimit).
@@ -139,16 +243,37 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     let core = Core::start(&cfg);
     let shutdown = CancellationToken::new();
     let settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, token);
-    let http = tokio::spawn(serve_http(
+    let (reload_tx, mut reload_rx) = tokio::sync::mpsc::channel(4);
+    let http = tokio::spawn(serve_http_observed(
         listener,
         settings,
         core.hub.clients().clone(),
+        Some(mcpmux::observe::Observe {
+            hub: core.hub.clone(),
+            reload: Some(reload_tx),
+        }),
         shutdown.clone(),
     ));
+    let mut core = core;
     // The one line scripts wait for (docs/architecture.md, "Commands and configuration");
     // logs go to stderr.
     println!("mcpmux listening on http://{addr}{}", cfg.listen.path);
-    shutdown_signal().await;
+    let mut hangups = hangups();
+    let stop = shutdown_signal();
+    tokio::pin!(stop);
+    loop {
+        tokio::select! {
+            _ = &mut stop => break,
+            Some(()) = hangups.recv() => {
+                tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
+                let _ = reload_from(&mut core, &path).await;
+            }
+            Some(reply) = reload_rx.recv() => {
+                tracing::info!(config = %path.display(), "reload requested over HTTP");
+                let _ = reply.send(reload_from(&mut core, &path).await);
+            }
+        }
+    }
     tracing::info!("shutting down");
     // Requests in flight get limits.drain_ms to be answered; new ones are refused.
     let drain = std::time::Duration::from_millis(cfg.limits.drain_ms);
@@ -161,6 +286,44 @@ async fn serve(cfg: Config) -> anyhow::Result<()> {
     }
     core.stop().await;
     Ok(())
+}
+
+/// Re-reads the config at `path` and applies it; a config `check` would refuse is
+/// refused with the same error and the running one stays.
+async fn reload_from(core: &mut Core, path: &std::path::Path) -> Result<Vec<String>, String> {
+    let refused = |e: String| {
+        tracing::error!(error = %e, "new configuration refused; the running one stays");
+        e
+    };
+    let cfg = config::load(path).map_err(|e| refused(format!("{e:#}")))?;
+    cfg.listen
+        .auth_token()
+        .map_err(|e| refused(format!("{e:#}")))?;
+    core.reload(cfg).await
+}
+
+/// SIGHUP, where it exists; elsewhere `mcpmux reload` (`POST /reload`) is the way.
+fn hangups() -> tokio::sync::mpsc::Receiver<()> {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::hangup()) {
+            Ok(mut s) => {
+                tokio::spawn(async move {
+                    while s.recv().await.is_some() {
+                        if tx.send(()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; use mcpmux reload"),
+        }
+    }
+    #[cfg(not(unix))]
+    drop(tx);
+    rx
 }
 
 /// How long `mcpmux stdio` keeps writing after the shutdown drain, for answers

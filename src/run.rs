@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::config::Config;
+use crate::config::{Config, ServerConfig};
+use crate::hub::reload::ReloadPlan;
 use crate::hub::{spawn_hub, HubHandle, HubSettings, UpstreamSlot, UpstreamStatus};
 use crate::state::ids::UpstreamId;
-use crate::upstream::spawn_upstream;
+use crate::upstream::{spawn_upstream, UpstreamLink};
 
 /// How long shutdown waits for upstream actors before giving up on them.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -22,6 +23,56 @@ pub struct Core {
     hub_task: tokio::task::JoinHandle<()>,
     upstream_stop: CancellationToken,
     tracker: TaskTracker,
+    /// The configuration in force and, per server name, its actor's id and stop token.
+    config: Config,
+    actors: Vec<(String, UpstreamId, CancellationToken)>,
+    next_id: usize,
+}
+
+/// Builds the hub's slot for one server and starts its actor. `gated` holds the actor
+/// until [`UpstreamHandle::start`] (a `lazy` server, or one added by a reload before
+/// the hub knows it).
+fn start_slot(
+    id: UpstreamId,
+    server: &ServerConfig,
+    config: &Config,
+    link: &UpstreamLink,
+    stop: CancellationToken,
+    tracker: &TaskTracker,
+    gated: bool,
+) -> UpstreamSlot {
+    let mut actor_config = server.clone();
+    actor_config.lazy = gated;
+    UpstreamSlot {
+        name: server.name.clone(),
+        force_subscribe: server.force_subscribe,
+        prefix: server.prefix.clone(),
+        uri_prefixes: server.uri_prefixes.clone(),
+        unrelated: server.unrelated_messages,
+        ttl_ms: server.ttl_ms,
+        cache_scope: server.cache_scope,
+        declares_roots: server
+            .client_capabilities
+            .contains(&crate::config::ClientCapability::Roots),
+        declared_caps: crate::config::ClientCapability::declared(&server.client_capabilities),
+        last_caps: serde_json::Value::Null,
+        handle: spawn_upstream(
+            id,
+            actor_config,
+            config.restart.clone(),
+            config.limits.max_message_bytes,
+            link.clone(),
+            stop,
+            tracker,
+        ),
+        status: if server.lazy {
+            UpstreamStatus::Idle
+        } else {
+            UpstreamStatus::Starting
+        },
+        was_ready: false,
+        catalog_synced: false,
+    }
 }
 
 impl Core {
@@ -30,7 +81,7 @@ impl Core {
         let hub_stop = CancellationToken::new();
         let upstream_stop = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let max_line = config.limits.max_message_bytes;
+        let mut actors = Vec::new();
         let (hub, hub_task) = spawn_hub(
             HubSettings::from_config(config),
             |hub| {
@@ -39,37 +90,18 @@ impl Core {
                     .0
                     .iter()
                     .enumerate()
-                    .map(|(i, server)| UpstreamSlot {
-                        name: server.name.clone(),
-                        force_subscribe: server.force_subscribe,
-                        prefix: server.prefix.clone(),
-                        uri_prefixes: server.uri_prefixes.clone(),
-                        unrelated: server.unrelated_messages,
-                        ttl_ms: server.ttl_ms,
-                        cache_scope: server.cache_scope,
-                        declares_roots: server
-                            .client_capabilities
-                            .contains(&crate::config::ClientCapability::Roots),
-                        declared_caps: crate::config::ClientCapability::declared(
-                            &server.client_capabilities,
-                        ),
-                        last_caps: serde_json::Value::Null,
-                        handle: spawn_upstream(
+                    .map(|(i, server)| {
+                        let stop = upstream_stop.child_token();
+                        actors.push((server.name.clone(), UpstreamId(i), stop.clone()));
+                        start_slot(
                             UpstreamId(i),
-                            server.clone(),
-                            config.restart.clone(),
-                            max_line,
-                            hub.clone(),
-                            upstream_stop.clone(),
+                            server,
+                            config,
+                            hub,
+                            stop,
                             &tracker,
-                        ),
-                        status: if server.lazy {
-                            UpstreamStatus::Idle
-                        } else {
-                            UpstreamStatus::Starting
-                        },
-                        was_ready: false,
-                        catalog_synced: false,
+                            server.lazy,
+                        )
                     })
                     .collect()
             },
@@ -81,7 +113,124 @@ impl Core {
             hub_task,
             upstream_stop,
             tracker,
+            next_id: config.servers.0.len(),
+            config: config.clone(),
+            actors,
         }
+    }
+
+    /// Applies a new configuration (docs/architecture.md, "Hot reload"): servers added
+    /// are started, removed ones stopped (after their last unsubscribes), changed ones
+    /// replaced; `[limits]`, `[subscriptions]` and `[restart]` apply at once; servers
+    /// not changed keep their sessions and subscriptions. Returns what changed, one
+    /// line each (also logged).
+    ///
+    /// # Errors
+    /// The hub has stopped.
+    pub async fn reload(&mut self, new: Config) -> Result<Vec<String>, String> {
+        let mut changes = Vec::new();
+        if new.listen != self.config.listen {
+            changes.push("[listen] changed: it applies after a restart".to_owned());
+        }
+        if new.cache != self.config.cache {
+            changes.push("[cache] changed: it applies after a restart".to_owned());
+        }
+        for (what, changed) in [
+            ("[limits]", new.limits != self.config.limits),
+            (
+                "[subscriptions]",
+                new.subscriptions != self.config.subscriptions,
+            ),
+            ("[restart]", new.restart != self.config.restart),
+        ] {
+            if changed {
+                changes.push(format!("{what} changed: applied"));
+            }
+        }
+        let old = |name: &str| self.config.servers.0.iter().find(|s| s.name == name);
+        let mut removed = Vec::new();
+        for s in &self.config.servers.0 {
+            match new.servers.0.iter().find(|n| n.name == s.name) {
+                None => {
+                    changes.push(format!("server {} removed", s.name));
+                    removed.push(s.name.clone());
+                }
+                Some(n) if n != s => {
+                    changes.push(format!("server {} changed: restarted", s.name));
+                    removed.push(s.name.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        let added: Vec<ServerConfig> = new
+            .servers
+            .0
+            .iter()
+            .filter(|n| old(&n.name).is_none_or(|o| o != *n))
+            .cloned()
+            .collect();
+        for a in &added {
+            if old(&a.name).is_none() {
+                changes.push(format!("server {} added", a.name));
+            }
+        }
+        if changes.is_empty() {
+            return Ok(vec!["no change".to_owned()]);
+        }
+        let removed_ids: Vec<(UpstreamId, CancellationToken)> = self
+            .actors
+            .iter()
+            .filter(|(name, _, _)| removed.contains(name))
+            .map(|(_, id, stop)| (*id, stop.clone()))
+            .collect();
+        self.actors.retain(|(name, _, _)| !removed.contains(name));
+        let mut slots = Vec::new();
+        for server in &added {
+            let id = UpstreamId(self.next_id);
+            self.next_id += 1;
+            let stop = self.upstream_stop.child_token();
+            self.actors.push((server.name.clone(), id, stop.clone()));
+            let slot = start_slot(
+                id,
+                server,
+                &new,
+                self.hub.upstreams(),
+                stop,
+                &self.tracker,
+                true,
+            );
+            slots.push(slot);
+        }
+        let handles: Vec<(bool, crate::upstream::UpstreamHandle)> = slots
+            .iter()
+            .zip(&added)
+            .map(|(slot, server)| (server.lazy, slot.handle.clone()))
+            .collect();
+        let plan = ReloadPlan {
+            settings: HubSettings::from_config(&new),
+            removed: removed_ids.iter().map(|(id, _)| *id).collect(),
+            added: slots,
+        };
+        self.hub
+            .reload(plan)
+            .await
+            .map_err(|_| "mcpmux is shutting down".to_owned())?;
+        // The hub knows the new upstreams now: let them start (lazy ones wait for a
+        // client as usual), and stop the removed ones, which first deliver the
+        // unsubscribes the hub queued.
+        for (lazy, handle) in handles {
+            if !lazy {
+                handle.start();
+            }
+        }
+        for (_, stop) in removed_ids {
+            stop.cancel();
+        }
+        for c in &changes {
+            tracing::info!(change = %c, "configuration reloaded");
+        }
+        self.config = new;
+        Ok(changes)
     }
 
     /// Stops everything: the hub releases every client (queuing the last upstream

@@ -439,7 +439,10 @@ async fn mcpmux_discover_merges_the_modern_upstreams_cache_hints() {
     let m = ModernClient::new(&d.url);
     let (_, r) = m.call(1, "server/discover", json!({})).await;
     assert_eq!(
-        (r["result"]["ttlMs"].clone(), r["result"]["cacheScope"].clone()),
+        (
+            r["result"]["ttlMs"].clone(),
+            r["result"]["cacheScope"].clone()
+        ),
         (json!(5000), json!("public")),
         "the upstream's own hints, not the ttl_ms config: {r}"
     );
@@ -447,4 +450,51 @@ async fn mcpmux_discover_merges_the_modern_upstreams_cache_hints() {
     // Its lists keep the hints the upstream gave them.
     let (_, r) = m.call(2, "tools/list", json!({})).await;
     assert_eq!(r["result"]["ttlMs"], 5000, "{r}");
+}
+
+#[tokio::test]
+async fn a_modern_request_gets_the_eras_statuses_and_no_log_it_did_not_ask_for() {
+    let d = daemon("dual", "").await;
+    let m = ModernClient::new(&d.url);
+    // The upstream's -32021 is HTTP 400 in this era, as mcpmux's own errors are.
+    let (status, r) = m
+        .call(1, "tools/call", json!({"name": "ask", "arguments": {}}))
+        .await;
+    assert_eq!(
+        (status, r["error"]["code"].clone()),
+        (400, json!(-32021)),
+        "{r}"
+    );
+
+    // A legacy session sets a log level and leaves; a modern request without
+    // `logLevel` then gets no log message (its answer is SSE: it has a progress token).
+    let mut legacy = HttpClient::connect(&d.url, json!({})).await;
+    legacy
+        .call("logging/setLevel", json!({"level": "debug"}))
+        .await;
+    legacy.delete().await;
+    let mut body = request(
+        json!(2),
+        "tools/call",
+        json!({"name": "log", "arguments": {"level": "error", "data": "x"}}),
+    );
+    body["params"]["_meta"]["progressToken"] = json!("p1");
+    let mut s = m.open_stream(&body).await;
+    let mut got = vec![];
+    while let Some(ev) = s.next().await {
+        let done = ev["id"] == 2;
+        got.push(ev);
+        if done {
+            break;
+        }
+    }
+    assert!(
+        got.iter().all(|m| m["method"] != "notifications/message"),
+        "{got:?}"
+    );
+    assert_eq!(
+        got.last().unwrap()["result"]["resultType"],
+        "complete",
+        "{got:?}"
+    );
 }

@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
-use mcpmux::downstream::http::{serve_http, HttpSettings};
+use mcpmux::downstream::http::{serve_http_observed, HttpSettings};
 use mcpmux::run::Core;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
@@ -78,10 +78,14 @@ impl Proxy {
         let addr = listener.local_addr()?;
         let settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, None);
         let stop = CancellationToken::new();
-        let server = rt.spawn(serve_http(
+        let server = rt.spawn(serve_http_observed(
             listener,
             settings,
             core.hub.clients().clone(),
+            Some(mcpmux::observe::Observe {
+                hub: core.hub.clone(),
+                reload: None,
+            }),
             stop.clone(),
         ));
         Ok(Proxy {

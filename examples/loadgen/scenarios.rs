@@ -332,6 +332,8 @@ pub struct Fanout {
     /// mcpmux only: burst updates coalesced by the slow-client policy (fewer deliveries
     /// by design, each URI's last update still delivered).
     pub coalesced: u64,
+    /// `/metrics` scrapes completed during the run (when scraping was asked for).
+    pub scrapes: u64,
 }
 
 impl Fanout {
@@ -356,7 +358,7 @@ pub async fn fanout_holders(
     iso: u64,
     holders: Holders,
 ) -> Result<Fanout> {
-    fanout_holders_on(env, n, k, iso, holders, "legacy").await
+    fanout_holders_on(env, n, k, iso, holders, "legacy", None).await
 }
 
 /// [`fanout_holders`] with the scripted upstream in protocol era `upstream_era`.
@@ -367,6 +369,7 @@ pub async fn fanout_holders_on(
     iso: u64,
     holders: Holders,
     upstream_era: &str,
+    scrape_every: Option<Duration>,
 ) -> Result<Fanout> {
     let limits = Limits {
         max_clients: n + 16,
@@ -390,6 +393,29 @@ pub async fn fanout_holders_on(
         ensure!(Instant::now() < deadline, "not every holder registered");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // A Prometheus stand-in scraping `/metrics` for the whole measurement.
+    let scrapes = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let scraper = scrape_every.map(|every| {
+        let url = format!(
+            "{}/metrics",
+            b.proxy
+                .as_ref()
+                .map(|p| p.url.trim_end_matches("/mcp").to_owned())
+                .unwrap_or_default()
+        );
+        let scrapes = scrapes.clone();
+        tokio::spawn(async move {
+            let http = reqwest::Client::new();
+            loop {
+                if let Ok(r) = http.get(&url).send().await {
+                    if r.text().await.is_ok() {
+                        scrapes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+                tokio::time::sleep(every).await;
+            }
+        })
+    });
     let n64 = n as u64;
     let mut delivered = 0;
     for _ in 0..iso {
@@ -418,8 +444,12 @@ pub async fn fanout_holders_on(
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
     let stats = b.core()?.hub.stats().await?;
+    if let Some(s) = scraper {
+        s.abort();
+    }
     b.stop().await;
     Ok(Fanout {
+        scrapes: scrapes.load(std::sync::atomic::Ordering::Relaxed),
         iso,
         burst: Burst {
             n,
@@ -501,6 +531,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
         },
         peak_queue: 0,
         coalesced: 0,
+        scrapes: 0,
     })
 }
 
@@ -751,7 +782,20 @@ pub async fn smoke(env: &Env) -> Result<()> {
         ),
         (
             "mcpmux, mixed holders, 2026-07-28 upstream",
-            fanout_holders_on(env, n, k, iso, Holders::Mixed, "modern").await?,
+            fanout_holders_on(env, n, k, iso, Holders::Mixed, "modern", None).await?,
+        ),
+        (
+            "mcpmux, scraped",
+            fanout_holders_on(
+                env,
+                n,
+                k,
+                iso,
+                Holders::Legacy,
+                "legacy",
+                Some(Duration::from_millis(5)),
+            )
+            .await?,
         ),
         ("raw", fanout_raw(env, n, k, iso, 1).await?),
         ("raw batched", fanout_raw(env, n, k, iso, 2).await?),

@@ -1,10 +1,12 @@
 //! The fixture surface the MCP conformance suite calls (`SCRIPTED_CONFORMANCE=1`),
 //! written from the suite's scenario descriptions: tools, resources, a template and
 //! prompts with the fixed names the scenarios use. Off by default, so the other tests
-//! see the scripted server's own surface unchanged.
+//! see the scripted server's own surface unchanged. The fixtures of modern requests
+//! (MRTR, the stateless diagnostics) are in `conformance_modern.rs`.
 
 use serde_json::{json, Value};
 
+use crate::modern::Era;
 use crate::server::RpcError;
 
 /// A 1×1 PNG.
@@ -17,8 +19,33 @@ fn tool(name: &str, description: &str, properties: Value) -> Value {
         "inputSchema": {"type": "object", "properties": properties}})
 }
 
-pub fn tools() -> Vec<Value> {
-    vec![
+/// The JSON Schema 2020-12 `inputSchema` of `json_schema_2020_12_tool` (SEP-1613,
+/// SEP-2106): the suite checks every keyword survives `tools/list`.
+fn json_schema_2020_12() -> Value {
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "type": "object",
+        "$defs": {"address": {"$anchor": "addressDef", "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}}}},
+        "properties": {
+            "name": {"type": "string"},
+            "address": {"$ref": "#/$defs/address"},
+            "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+            "phone": {"type": "string"},
+            "email": {"type": "string"},
+        },
+        "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+        "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+        "then": {"required": ["phone"]},
+        "else": {"required": ["email"]},
+        "additionalProperties": false,
+    })
+}
+
+/// The fixture tools (in dual and modern modes also the modern-only ones). The first
+/// one takes `{}`: `http-header-validation` calls the first listed tool with it.
+pub fn tools(era: Era) -> Vec<Value> {
+    let mut tools = vec![
         tool("test_simple_text", "Returns a text item", json!({})),
         tool("test_image_content", "Returns an image item", json!({})),
         tool("test_audio_content", "Returns an audio item", json!({})),
@@ -58,19 +85,36 @@ pub fn tools() -> Vec<Value> {
             "Elicitation with defaults",
             json!({}),
         ),
-    ]
+        tool(
+            "test_elicitation_sep1330_enums",
+            "Elicitation with the five enum shapes of SEP-1330",
+            json!({}),
+        ),
+        json!({"name": "json_schema_2020_12_tool",
+            "description": "Tool with JSON Schema 2020-12 features (SEP-1613)",
+            "inputSchema": json_schema_2020_12()}),
+    ];
+    if era != Era::Legacy {
+        tools.extend(crate::conformance_modern::tools());
+    }
+    tools
 }
 
-pub fn is_tool(name: &str) -> bool {
-    tools().iter().any(|t| t["name"] == name)
+pub fn is_tool(name: &str, era: Era) -> bool {
+    tools(era).iter().any(|t| t["name"] == name)
 }
 
-pub fn resources() -> Vec<Value> {
-    vec![
+/// The fixture resources (in dual and modern modes also the MRTR one).
+pub fn resources(era: Era) -> Vec<Value> {
+    let mut resources = vec![
         json!({"uri": "test://static-text", "name": "static-text", "mimeType": "text/plain"}),
         json!({"uri": "test://static-binary", "name": "static-binary", "mimeType": "image/png"}),
         json!({"uri": "test://watched-resource", "name": "watched-resource", "mimeType": "text/plain"}),
-    ]
+    ];
+    if era != Era::Legacy {
+        resources.push(crate::conformance_modern::resource_definition());
+    }
+    resources
 }
 
 pub fn templates() -> Vec<Value> {
@@ -95,15 +139,20 @@ pub fn read(uri: &str) -> Option<Value> {
     }
 }
 
-pub fn prompts() -> Vec<Value> {
-    vec![
+/// The fixture prompts (in dual and modern modes also the MRTR one).
+pub fn prompts(era: Era) -> Vec<Value> {
+    let mut prompts = vec![
         json!({"name": "test_simple_prompt", "description": "A simple prompt"}),
         json!({"name": "test_prompt_with_arguments", "description": "A prompt with arguments",
             "arguments": [{"name": "arg1", "required": true}, {"name": "arg2", "required": true}]}),
         json!({"name": "test_prompt_with_embedded_resource", "description": "Embeds a resource",
             "arguments": [{"name": "resourceUri", "required": true}]}),
         json!({"name": "test_prompt_with_image", "description": "Contains an image"}),
-    ]
+    ];
+    if era != Era::Legacy {
+        prompts.push(crate::conformance_modern::prompt_definition());
+    }
+    prompts
 }
 
 /// `prompts/get` of a fixture prompt; `None` for other names.
@@ -195,6 +244,29 @@ pub fn client_request(name: &str, args: &Value) -> Option<(&'static str, Value)>
                 "status": {"type": "string", "description": "User status",
                     "enum": ["active", "inactive", "pending"], "default": "active"},
                 "verified": {"type": "boolean", "description": "Verification status", "default": true}}}}),
+        )),
+        "test_elicitation_sep1330_enums" => Some((
+            "elicitation/create",
+            json!({
+            "message": "Please select options from the enum fields",
+            "requestedSchema": {"type": "object", "required": [], "properties": {
+                "untitledSingle": {"type": "string", "description": "Select one option",
+                    "enum": ["option1", "option2", "option3"]},
+                "titledSingle": {"type": "string", "description": "Select one option with titles",
+                    "oneOf": [{"const": "value1", "title": "First Option"},
+                        {"const": "value2", "title": "Second Option"},
+                        {"const": "value3", "title": "Third Option"}]},
+                "legacyEnum": {"type": "string", "description": "Select one option (legacy)",
+                    "enum": ["opt1", "opt2", "opt3"],
+                    "enumNames": ["Option One", "Option Two", "Option Three"]},
+                "untitledMulti": {"type": "array", "description": "Select multiple options",
+                    "minItems": 1, "maxItems": 3,
+                    "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+                "titledMulti": {"type": "array", "description": "Select multiple options with titles",
+                    "minItems": 1, "maxItems": 3,
+                    "items": {"anyOf": [{"const": "value1", "title": "First Choice"},
+                        {"const": "value2", "title": "Second Choice"},
+                        {"const": "value3", "title": "Third Choice"}]}}}}}),
         )),
         _ => None,
     }

@@ -209,6 +209,68 @@
 //! content, or the fault/not-found error in force then), not at release time: tests use
 //! this to race a read against an update.
 //!
+//! # Conformance fixtures (`SCRIPTED_CONFORMANCE=1`)
+//!
+//! The fixed names the MCP conformance suite calls (written from its scenario
+//! descriptions; `docs/notes/conformance.md` has what each scenario expects). In every
+//! era: the `test_*` tools of `conformance.rs`, `test_elicitation_sep1330_enums` and
+//! `json_schema_2020_12_tool` (its `inputSchema` keeps `$schema`, `$defs`, `$anchor`,
+//! `allOf`/`anyOf`, `if`/`then`/`else`, `additionalProperties`), listed **before** the
+//! control tools (the suite calls the first listed tool with `{}`); the prompts
+//! `test_simple_prompt`, `test_prompt_with_arguments`, `test_prompt_with_embedded_resource`,
+//! `test_prompt_with_image`; the resources `test://static-text`, `test://static-binary`,
+//! `test://watched-resource` and the template `test://template/{id}/data`. A legacy
+//! request to `test_sampling`, `test_elicitation`, `test_elicitation_sep1034_defaults` or
+//! `test_elicitation_sep1330_enums` sends the client that request (ids `s1`, `s2`, …, as
+//! `sample` does) and returns its answer as `{"content": [{"type": "text", "text":
+//! <answer JSON>}], "structuredContent": <answer>}`.
+//!
+//! In `dual` and `modern` modes also (`conformance_modern.rs`), listed for every request
+//! but, except for `test_logging_tool` and the two triggers, served to modern requests
+//! only (a legacy one gets the tool error `"<name> needs a modern request
+//! (params._meta[\"io.modelcontextprotocol/protocolVersion\"])"`; for the prompt and the
+//! resource, `-32602` with that message):
+//!
+//! | fixture | asks (key: method) | completes with |
+//! |---|---|---|
+//! | `test_input_required_result_elicitation` | `user_name`: elicitation `name` | `Hello, <name>!` |
+//! | `test_input_required_result_sampling` | `capital_question`: sampling (maxTokens 100) | `Sampling result: <text>` |
+//! | `test_input_required_result_list_roots` | `client_roots`: `roots/list` | `Roots (<n>): <uris>` |
+//! | `test_input_required_result_request_state` † | `confirm`: elicitation `ok` (boolean) | `state-ok: requestState verified (ok=<ok>)` |
+//! | `test_input_required_result_multiple_inputs` † | `user_name`, `greeting` (sampling), `client_roots` in one round | `Name: …; Greeting: …; Roots: <n>` |
+//! | `test_input_required_result_multi_round` † | `step1` (`name`), then `step2` (`color`) | `Multi-round complete: <name> likes <color>` |
+//! | `test_input_required_result_tampered_state` † | `confirm` | `integrity-ok: requestState verified` |
+//! | `test_input_required_result_capabilities` † | only what `clientCapabilities` declares: `elicit_input`, `sample_input`, `roots_input` | `capabilities-ok: received <keys>` (nothing declared: `No supported capabilities declared` at once) |
+//! | `test_streaming_elicitation` | `proceed`: elicitation | `Streaming complete` |
+//! | `test_sampling`, `test_elicitation*` (modern requests) | `sampling` / `elicitation`: the request the legacy path sends | the legacy path's result |
+//! | prompt `test_input_required_result_prompt` | `user_context`: elicitation `context` | `GetPromptResult`, text `Prompt with context: <context>` |
+//! | resource `test://input-required` | `reader`: elicitation `name` | `contents` text `Read by <name>` (the `input_required` result has no `ttlMs`/`cacheScope`) |
+//!
+//! These MRTR fixtures answer `{"resultType": "input_required", "inputRequests": {key:
+//! {"method", "params"}}}`; those marked † add a `requestState` and take answers only
+//! for the round their state names (answers without a state are asked again); the
+//! others have one round and take the answers of `inputResponses` alone. Answers to
+//! keys not asked are ignored; a key not answered is asked again (a new
+//! `input_required`); an answer not shaped like its method's result → `-32602 "invalid
+//! inputResponses.<key>: expected …"`; `inputResponses` not an object → `-32602`.
+//! Asking needs the methods' capabilities in `_meta["io.modelcontextprotocol/
+//! clientCapabilities"]`, else `-32021 "Missing required client capability"` with
+//! `data.requiredCapabilities` (`{"<cap>": {}}` each).
+//!
+//! `requestState` is `<tag>.<payload>`: the payload is compact JSON `{"fixture",
+//! "round", "answers"}` (the answers so far), the tag 16 hex digits of SipHash (std's
+//! `RandomState`, a random key per process) over the payload. A state that fails the
+//! tag → `-32602 "invalid requestState: integrity check failed"`; one minted for another
+//! fixture → `-32602 "invalid requestState: minted for another request"`.
+//!
+//! Diagnostic tools (SEP-2575): `test_missing_capability` → `-32021` with
+//! `data.requiredCapabilities: {"sampling": {}}` unless `sampling` is declared (then the
+//! text `sampling is declared`); `test_logging_tool` sends one `notifications/message`
+//! (`level: "info"`) before its result, for a modern request only if its
+//! `_meta["io.modelcontextprotocol/logLevel"]` is `debug` or `info` (a legacy request
+//! always); `test_trigger_tool_change` / `test_trigger_prompt_change` do what
+//! `emit_list_changed` does for `tools` / `prompts`.
+//!
 //! # Environment
 //!
 //! | variable | default | meaning |
@@ -220,7 +282,7 @@
 //! | `SCRIPTED_LOG=<path>` | none | append every received line to this file, flushed per line |
 //! | `SCRIPTED_CRASH_ON_START=1` | off | exit 3 right after reading (and logging) the first line |
 //! | `SCRIPTED_IGNORE_EOF=1` | off | keep running after stdin closes, until SIGTERM, which is recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a client stops a server that does not exit on EOF) |
-//! | `SCRIPTED_CONFORMANCE=1` | off | also offer the MCP conformance suite's fixtures (`conformance.rs`: `test_*` tools and prompts, `test://static-text`, `test://static-binary`, `test://template/{id}/data`) |
+//! | `SCRIPTED_CONFORMANCE=1` | off | also offer the MCP conformance suite's fixtures (Conformance fixtures above; with `SCRIPTED_ERA=dual` or `modern` also the MRTR and diagnostic ones) |
 //! | `SCRIPTED_ERA` | `legacy` | `legacy`, `dual` or `modern` (see Eras; anything else: warning, `legacy`) |
 //! | `SCRIPTED_TTL_MS` | 0 | default `ttlMs` of modern cacheable results |
 //! | `SCRIPTED_CACHE_SCOPE` | `private` | default `cacheScope` of modern cacheable results: `private` or `public` (anything else: warning, `private`) |
@@ -228,6 +290,7 @@
 
 mod base64;
 mod conformance;
+mod conformance_modern;
 mod modern;
 mod recorder;
 mod server;

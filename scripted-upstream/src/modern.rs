@@ -267,6 +267,10 @@ impl Server {
     pub fn finish_modern(&self, method: &str, params: &Value, reply: Reply) -> Reply {
         let mut reply = complete(reply);
         if let (Ok(Value::Object(obj)), true) = (&mut reply, CACHEABLE.contains(&method)) {
+            if obj.get("resultType").and_then(Value::as_str) == Some("input_required") {
+                // Asking is never cacheable (the MRTR resource of the conformance fixtures).
+                return reply;
+            }
             let (mut ttl, mut scope) = (self.config.ttl_ms, self.config.cache_scope.as_str());
             if method == "resources/read" {
                 let uri = params.get("uri").and_then(Value::as_str).unwrap_or("");

@@ -243,7 +243,7 @@ impl Server {
                     "arguments": [{"name": "name", "description": "Who to greet", "required": true}],
                 })];
                 if self.config.conformance {
-                    prompts.extend(crate::conformance::prompts());
+                    prompts.extend(crate::conformance::prompts(self.config.era));
                 }
                 Some(Ok(json!({"prompts": prompts})))
             }
@@ -252,16 +252,25 @@ impl Server {
                     .conformance
                     .then(|| {
                         let name = params["name"].as_str().unwrap_or_default();
-                        crate::conformance::prompt(name, &params["arguments"])
+                        crate::conformance_modern::get_prompt(
+                            name,
+                            &params,
+                            modern,
+                            self.config.era,
+                        )
+                        .or_else(|| crate::conformance::prompt(name, &params["arguments"]))
                     })
                     .flatten()
                     .unwrap_or_else(|| get_prompt(&params)),
             ),
             "tools/list" => {
-                let mut tools = crate::tools::definitions(self.config.era);
-                if self.config.conformance {
-                    tools.extend(crate::conformance::tools());
-                }
+                // The fixtures first: the suite calls the first listed tool with `{}`.
+                let mut tools = if self.config.conformance {
+                    crate::conformance::tools(self.config.era)
+                } else {
+                    Vec::new()
+                };
+                tools.extend(crate::tools::definitions(self.config.era));
                 Some(Ok(json!({"tools": tools})))
             }
             "tools/call" => return self.call_tool(id, &params, modern).await,
@@ -318,13 +327,7 @@ impl Server {
             return;
         };
         let result = match (obj.get("result"), obj.get("error")) {
-            (Some(result), _) => {
-                let mut r = json!({"content": [{"type": "text", "text": result.to_string()}]});
-                if result.is_object() {
-                    r["structuredContent"] = result.clone();
-                }
-                r
-            }
+            (Some(result), _) => crate::conformance_modern::answer_result(result),
             (None, error) => json!({
                 "content": [{"type": "text", "text": error.cloned().unwrap_or(Value::Null).to_string()}],
                 "isError": true,
@@ -386,7 +389,7 @@ impl Server {
             .collect();
         let mut resources = resources;
         if self.config.conformance && start == 0 {
-            resources.extend(crate::conformance::resources());
+            resources.extend(crate::conformance::resources(self.config.era));
         }
         let mut result = json!({"resources": resources});
         if end < self.config.resources {
@@ -402,8 +405,15 @@ impl Server {
             Ok(uri) => uri.to_owned(),
             Err(e) => return Some(Err(e)),
         };
+        let mrtr = self
+            .config
+            .conformance
+            .then(|| crate::conformance_modern::read(&uri, params, modern, self.config.era))
+            .flatten();
         let reply = if let Some(fault) = self.faults.get(&uri) {
             Err(fault.clone())
+        } else if let Some(reply) = mrtr {
+            reply
         } else if let Some(contents) = self
             .config
             .conformance

@@ -326,7 +326,7 @@ impl Server {
             }
             "ask" if self.config.era != Era::Legacy => self.ask(args, params, modern).into(),
             "end_listens" if self.config.era != Era::Legacy => self.end_listens(args).into(),
-            n if self.config.conformance && crate::conformance::is_tool(n) => {
+            n if self.config.conformance && crate::conformance::is_tool(n, self.config.era) => {
                 self.conformance_tool(id, n, args, params, modern)
             }
             _ => Err(RpcError::invalid_params(format!("Unknown tool: {name}"))).into(),
@@ -376,7 +376,7 @@ impl Server {
         ))
     }
 
-    fn emit_list_changed(&mut self, args: &Value) -> Reply {
+    pub(crate) fn emit_list_changed(&mut self, args: &Value) -> Reply {
         let kind = str_param(args, "kind")?;
         if !matches!(kind, "tools" | "prompts" | "resources") {
             return Err(RpcError::invalid_params(format!(
@@ -450,10 +450,17 @@ impl Server {
         params: &Value,
         modern: bool,
     ) -> Outcome {
+        if let Some(reply) = self.conformance_modern_tool(name, args, params, modern) {
+            return reply.into();
+        }
         if let Some(result) = crate::conformance::immediate(name) {
             return Ok(result).into();
         }
         match name {
+            "json_schema_2020_12_tool" => Ok(text_result(format!(
+                "JSON Schema 2020-12 tool called with: {args}"
+            )))
+            .into(),
             "test_tool_with_progress" => {
                 if let Some(token) = params.pointer("/_meta/progressToken") {
                     for i in 1..=3 {

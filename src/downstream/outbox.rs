@@ -176,14 +176,27 @@ pub struct Outbox {
     // across an await.
     state: Mutex<OutboxState>,
     notify: Notify,
+    /// The transport the client uses (`http`, `stdio`), for the operator's view.
+    transport: &'static str,
 }
 
 impl Outbox {
     pub fn new(cap: usize) -> Arc<Self> {
+        Self::for_transport(cap, "other")
+    }
+
+    /// An outbox of a client of transport `transport` (`http`, `stdio`).
+    pub fn for_transport(cap: usize, transport: &'static str) -> Arc<Self> {
         Arc::new(Outbox {
             state: Mutex::new(OutboxState::new(cap)),
             notify: Notify::new(),
+            transport,
         })
+    }
+
+    /// The transport named when it was made.
+    pub fn transport(&self) -> &'static str {
+        self.transport
     }
 
     /// Queues a message per the policy. Never blocks on the client.

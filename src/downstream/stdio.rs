@@ -46,7 +46,7 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let outbox = Outbox::new(queue);
+    let outbox = Outbox::for_transport(queue, "stdio");
     let client = hub.open_client(outbox.clone()).await?;
     let modern_requests: ModernRequests = Arc::default();
     let mut lines = FramedRead::new(reader, JsonLines::new(max_line));

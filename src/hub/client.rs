@@ -4,7 +4,7 @@
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{ClientInit, Hub, UpstreamStatus};
+use super::{ClientInit, Hub, SubError, UpstreamStatus, Waiter};
 use crate::downstream::outbox::{OutKind, Outbound};
 use crate::protocol::methods::{self, parse_params, InitializeParams};
 use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
@@ -12,6 +12,7 @@ use crate::state::capabilities::{self, UpstreamOffer};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::Origin;
+use crate::state::subscriptions::SubEffect;
 
 impl Hub {
     pub(super) fn on_client_message(&mut self, client: ClientId, msg: Message) {
@@ -119,7 +120,9 @@ impl Hub {
                 UpstreamStatus::Ready(_) => {
                     !u.catalog_synced && self.pending.catalog_in_flight(UpstreamId(i))
                 }
-                UpstreamStatus::Down { .. } | UpstreamStatus::Idle => false,
+                UpstreamStatus::Down { .. } | UpstreamStatus::Idle | UpstreamStatus::Removed => {
+                    false
+                }
             })
     }
 
@@ -261,7 +264,19 @@ impl Hub {
         let effects = self
             .subs
             .subscribe(client, key, (client, id), Instant::now().into_std());
+        self.count_client_subscribe(&effects);
         self.apply_sub_effects(effects);
+    }
+
+    /// Counts a client's subscription, and whether it was saved an upstream one.
+    pub(super) fn count_client_subscribe(&mut self, effects: &[SubEffect<Waiter, SubError>]) {
+        self.counters.client_subscribes += 1;
+        if !effects
+            .iter()
+            .any(|e| matches!(e, SubEffect::UpstreamSubscribe(_)))
+        {
+            self.counters.subscribes_saved += 1;
+        }
     }
 
     fn on_unsubscribe(&mut self, client: ClientId, id: RawId, msg: &Message) {

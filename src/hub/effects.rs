@@ -33,12 +33,22 @@ impl Hub {
             None => self.send_to_upstream(upstream, msg),
         };
         if sent {
+            let method = super::metrics::method_label(msg.method().unwrap_or_default());
+            self.count_request(upstream, method);
             let now = Instant::now();
             let key = self
                 .timers
                 .insert_at(Timer::Request(pid), now + self.settings.request_timeout);
             let limit = now + self.settings.request_max_total;
-            self.request_timers.insert(pid, RequestTimer { key, limit });
+            self.request_timers.insert(
+                pid,
+                RequestTimer {
+                    key,
+                    limit,
+                    sent: now,
+                    method,
+                },
+            );
         } else {
             let why = format!(
                 "upstream {} is not accepting requests",
@@ -148,6 +158,10 @@ impl Hub {
             let ms = self.settings.request_timeout.as_millis();
             format!("upstream {name} did not answer within {ms} ms (limits.request_timeout_ms)")
         };
+        if let Some(t) = self.request_timers.get(&pid) {
+            let (method, took) = (t.method, t.sent.elapsed());
+            self.count_answer(upstream, method, took, true);
+        }
         self.fail_request(pid, code::REQUEST_TIMEOUT, &why);
         self.send_cancelled(upstream, pid, "timed out in mcpmux");
     }
@@ -216,11 +230,15 @@ impl Hub {
             method,
             Some(&json!({"uri": &*key.uri})),
         );
+        if subscribe {
+            self.counters.upstream_subscribes += 1;
+        }
         self.dispatch_upstream(upstream, pid, &msg);
     }
 
     /// Pushes one serialized notification to many clients (serialized once).
     pub(super) fn fan_out(&mut self, clients: &[ClientId], out: &Outbound) {
+        self.counters.fanout_deliveries += clients.len() as u64;
         for c in clients {
             self.push(*c, out.clone());
         }

@@ -31,7 +31,10 @@ use crate::upstream::{Related, UpstreamEvent};
 
 impl Hub {
     pub(super) fn on_upstream_event(&mut self, upstream: UpstreamId, event: UpstreamEvent) {
-        if upstream.0 >= self.upstreams.len() {
+        if upstream.0 >= self.upstreams.len()
+            || matches!(self.upstreams[upstream.0].status, UpstreamStatus::Removed)
+        {
+            // Unknown, or removed by a reload (its actor is winding down).
             return;
         }
         match event {
@@ -51,6 +54,14 @@ impl Hub {
         let slot = &mut self.upstreams[upstream.0];
         let restart = slot.was_ready;
         tracing::info!(upstream = %slot.name, restart, server = %info.server_info, "upstream ready");
+        if restart {
+            self.counters
+                .upstreams
+                .entry(upstream)
+                .or_default()
+                .restarts += 1;
+        }
+        let slot = &mut self.upstreams[upstream.0];
         slot.last_caps = info.capabilities.clone();
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
@@ -91,6 +102,7 @@ impl Hub {
     fn on_upstream_down(&mut self, upstream: UpstreamId, reason: String, retrying: bool) {
         let name = self.upstreams[upstream.0].name.clone();
         tracing::warn!(upstream = %name, %reason, retrying, "upstream down");
+        self.warn_operator(format!("upstream {name} down: {reason}"));
         self.upstreams[upstream.0].status = UpstreamStatus::Down {
             reason: reason.clone(),
             retrying,
@@ -124,6 +136,10 @@ impl Hub {
             tracing::debug!("late or unknown upstream response dropped");
             return;
         }
+        if let Some(t) = self.request_timers.get(&pid) {
+            let (method, took) = (t.method, t.sent.elapsed());
+            self.count_answer(upstream, method, took, msg.is_error());
+        }
         self.drop_request_timer(pid);
         let entry = self.pending.complete(pid).expect("checked above");
         match entry.origin {
@@ -153,6 +169,11 @@ impl Hub {
                 };
                 if let Err(e) = &result {
                     tracing::warn!(uri = %key.uri, error = %e, "upstream refused resources/subscribe");
+                    let name = self.upstreams[upstream.0].name.clone();
+                    self.warn_operator(format!(
+                        "upstream {name} refused a subscription to {}: {}",
+                        key.uri, e["message"]
+                    ));
                 }
                 let effects = self
                     .subs
@@ -508,7 +529,7 @@ impl Hub {
 
     /// Sends a `*/list_changed` to every initialized legacy client and to every
     /// listen stream that asked for it (tagged).
-    fn broadcast(&mut self, msg: &Message, kind: OutKind) {
+    pub(super) fn broadcast(&mut self, msg: &Message, kind: OutKind) {
         let method = msg.method().unwrap_or_default();
         let clients: Vec<ClientId> = self
             .clients

@@ -19,6 +19,10 @@ pub enum Control {
     /// Introspection for tests, status and benchmarks. Answered after every client
     /// and upstream event queued before it was handled.
     Stats(oneshot::Sender<HubStats>),
+    /// The operator's view (`/metrics`, `/status`), answered like `Stats`.
+    Snapshot(oneshot::Sender<super::metrics::Snapshot>),
+    /// Apply a config reload; answered once applied.
+    Reload(super::reload::ReloadPlan, oneshot::Sender<()>),
     /// Shutting down: refuse new clients and requests, and answer `done` (with the
     /// number of requests cut) once every request in flight is answered, or at
     /// `until`, when those still in flight fail.
@@ -132,6 +136,32 @@ impl HubHandle {
         let (tx, rx) = oneshot::channel();
         self.control
             .send(Control::Stats(tx))
+            .await
+            .map_err(|_| HubGone)?;
+        rx.await.map_err(|_| HubGone)
+    }
+
+    /// Applies a config reload (docs/architecture.md, "Hot reload").
+    ///
+    /// # Errors
+    /// The hub has stopped.
+    pub async fn reload(&self, plan: super::reload::ReloadPlan) -> Result<(), HubGone> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Reload(plan, tx))
+            .await
+            .map_err(|_| HubGone)?;
+        rx.await.map_err(|_| HubGone)
+    }
+
+    /// The operator's view of the hub at this moment.
+    ///
+    /// # Errors
+    /// The hub has stopped.
+    pub async fn snapshot(&self) -> Result<super::metrics::Snapshot, HubGone> {
+        let (tx, rx) = oneshot::channel();
+        self.control
+            .send(Control::Snapshot(tx))
             .await
             .map_err(|_| HubGone)?;
         rx.await.map_err(|_| HubGone)

@@ -318,7 +318,9 @@ impl Hub {
     /// Whether a `notifications/message` at `level` goes to this client.
     pub(super) fn wants_log(&self, client: ClientId, level: Option<&str>) -> bool {
         let Some(min) = self.log_levels.get(&client) else {
-            return true;
+            // A legacy client that set no level gets what the server sends; a
+            // 2026-07-28 request without `logLevel` asked for no log messages.
+            return !self.is_modern(client);
         };
         let lvl = level
             .and_then(|l| LEVELS.iter().position(|x| *x == l))

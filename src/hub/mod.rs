@@ -14,9 +14,11 @@ mod effects;
 mod from_upstream;
 pub mod handle;
 mod lists;
+pub mod metrics;
 mod modern;
 mod mrtr;
 mod read;
+pub mod reload;
 mod routing;
 mod upstream_era;
 
@@ -127,6 +129,8 @@ pub enum UpstreamStatus {
         reason: String,
         retrying: bool,
     },
+    /// Removed by a config reload: its id is never reused, its events are ignored.
+    Removed,
 }
 
 /// A waiter in the subscription registry: the client and its subscribe request id.
@@ -159,6 +163,9 @@ struct ClientInit {
 struct RequestTimer {
     key: delay_queue::Key,
     limit: Instant,
+    /// When it was sent and its method (for the latency and error counters).
+    sent: Instant,
+    method: &'static str,
 }
 
 #[derive(Debug)]
@@ -198,6 +205,9 @@ pub struct Hub {
     sent: HashMap<String, u64>,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
+    /// The operator's counters (`/metrics`, `/status`).
+    counters: metrics::Counters,
+    started_unix_ms: u64,
     /// Set while shutting down: answered once no client request is in flight.
     draining: Option<tokio::sync::oneshot::Sender<usize>>,
     /// Whether a drain has started (new clients and requests are refused).
@@ -226,6 +236,10 @@ impl Hub {
             lists: HashMap::new(),
             next_list: 0,
             elicitations: HashMap::new(),
+            counters: metrics::Counters::default(),
+            started_unix_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
             log_levels: HashMap::new(),
             upstream_log_level: None,
             settings,
@@ -356,6 +370,13 @@ impl Hub {
         match ctl {
             Control::Stats(reply) => {
                 let _ = reply.send(self.stats());
+            }
+            Control::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot());
+            }
+            Control::Reload(plan, done) => {
+                self.on_reload(plan);
+                let _ = done.send(());
             }
             Control::Drain { until, done } => {
                 tracing::info!(
@@ -501,6 +522,8 @@ impl Hub {
             if let Some(c) = self.clients.get(&client) {
                 tracing::warn!(%client, ?reason, "disconnecting a client that does not keep up");
                 c.outbox.close(reason);
+                self.counters.slow_disconnects += 1;
+                self.warn_operator(format!("client {client} disconnected: it did not keep up"));
             }
             self.remove_client(client, "too slow");
         }
@@ -537,6 +560,9 @@ impl Hub {
                 format!("upstream {name} is not available (starting)")
             }
             UpstreamStatus::Ready(_) => format!("upstream {name} is not available"),
+            UpstreamStatus::Removed => {
+                format!("upstream {name} was removed from the configuration")
+            }
         }
     }
 

@@ -195,6 +195,7 @@ impl Hub {
         upstreams
             .into_iter()
             .filter_map(|u| self.upstreams.get(u))
+            .filter(|s| !matches!(s.status, UpstreamStatus::Removed))
             .map(|s| match &s.status {
                 // A 2026-07-28 upstream said how long its answers keep.
                 UpstreamStatus::Ready(info) if info.discover_hints.is_some() => {
@@ -330,6 +331,7 @@ impl Hub {
             let effects =
                 self.subs
                     .subscribe(client, key, (client, RawId::from_u64(i as u64)), now);
+            self.count_client_subscribe(&effects);
             self.apply_sub_effects(effects);
         }
         self.maybe_ack(client);
@@ -417,6 +419,7 @@ impl Hub {
     /// clients get it as is; listen streams get it tagged with their subscription id,
     /// serialized once per distinct id, and only once acknowledged.
     pub(super) fn fan_out_tagged(&mut self, clients: &[ClientId], msg: &Message, kind: OutKind) {
+        self.counters.fanout_deliveries += clients.len() as u64;
         let plain = notification_out(msg.to_bytes(), kind.clone(), None);
         let mut tagged: HashMap<RawId, Outbound> = HashMap::new();
         for &c in clients {

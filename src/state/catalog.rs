@@ -142,6 +142,14 @@ impl Catalog {
         }
     }
 
+    /// Sets the naming of upstream `u` (added, or cleared when removed by a reload).
+    pub fn set_naming(&mut self, u: UpstreamId, naming: UpstreamNaming) {
+        if self.naming.len() <= u.0 {
+            self.naming.resize(u.0 + 1, UpstreamNaming::default());
+        }
+        self.naming[u.0] = naming;
+    }
+
     fn prefix(&self, u: UpstreamId) -> Option<&str> {
         self.naming.get(u.0).and_then(|n| n.prefix.as_deref())
     }

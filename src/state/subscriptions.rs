@@ -332,6 +332,49 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         }
     }
 
+    /// The upstream is being removed (a config reload): every key of it goes. Waiting
+    /// subscribes are answered `Err(error)`; holders lose the key; the upstream gets one
+    /// UpstreamUnsubscribe per key it holds (confirmed active or lingering), so it is
+    /// left holding nothing.
+    pub fn remove_upstream<E: Clone>(
+        &mut self,
+        upstream: UpstreamId,
+        error: E,
+    ) -> Vec<SubEffect<W, E>> {
+        let keys: Vec<SubKey> = self
+            .by_key
+            .range(first_key(upstream)..)
+            .take_while(|(k, _)| k.upstream == upstream)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut fx = Vec::new();
+        for key in keys {
+            let state = self.by_key.remove(&key).expect("listed above");
+            match state {
+                KeyState::Pending { waiters, .. } => {
+                    for (_, waiter) in waiters {
+                        fx.push(SubEffect::Reply {
+                            waiter,
+                            result: Err(error.clone()),
+                        });
+                    }
+                }
+                KeyState::Active { ack, .. } => {
+                    if ack == Ack::Confirmed {
+                        fx.push(SubEffect::UpstreamUnsubscribe(key));
+                    }
+                }
+                KeyState::Lingering { .. } => fx.push(SubEffect::UpstreamUnsubscribe(key)),
+            }
+        }
+        // Holders and waiters alike are indexed per client.
+        for set in self.by_client.values_mut() {
+            set.retain(|k| k.upstream != upstream);
+        }
+        self.by_client.retain(|_, set| !set.is_empty());
+        fx
+    }
+
     /// The upstream is back with a fresh session: UpstreamSubscribe for every Active key
     /// of it (re-subscribe). Results of these come back through `upstream_result` and
     /// never disturb holders (an Err yields no effects; the key stays, holders keep it).
@@ -405,6 +448,11 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             .take_while(move |(key, _)| key.upstream == upstream)
             .filter(|(_, state)| matches!(state, KeyState::Active { .. }))
             .map(|(key, _)| key)
+    }
+
+    /// Every key, in any state (for the operator's view).
+    pub fn keys(&self) -> impl Iterator<Item = &SubKey> + '_ {
+        self.by_key.keys()
     }
 
     /// Number of keys in any state (pending, active, lingering).

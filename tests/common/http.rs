@@ -46,6 +46,13 @@ impl Daemon {
         Self::spawn(cmd).await
     }
 
+    /// Starts `mcpmux serve --config path` (a file the test may edit and reload).
+    pub async fn start_at(path: &std::path::Path) -> Daemon {
+        let mut cmd = Command::new(mcpmux_bin());
+        cmd.args(["serve", "--config"]).arg(path);
+        Self::spawn(cmd).await
+    }
+
     /// `mcpmux serve --config <a temporary file holding config_toml>`.
     fn command(config_toml: &str) -> Command {
         let cfg = temp_config(config_toml);

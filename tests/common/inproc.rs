@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use mcpmux::downstream::http::{serve_http, HttpSettings};
+use mcpmux::downstream::http::{serve_http_observed, HttpSettings};
 use mcpmux::hub::HubStats;
 use mcpmux::run::Core;
 use tokio::task::JoinHandle;
@@ -32,10 +32,14 @@ impl InProc {
         let core = Core::start(&cfg);
         let shutdown = CancellationToken::new();
         let settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, None);
-        let http = tokio::spawn(serve_http(
+        let http = tokio::spawn(serve_http_observed(
             listener,
             settings,
             core.hub.clients().clone(),
+            Some(mcpmux::observe::Observe {
+                hub: core.hub.clone(),
+                reload: None,
+            }),
             shutdown.clone(),
         ));
         InProc {

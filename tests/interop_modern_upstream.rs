@@ -30,7 +30,6 @@ mod common;
 mod harness;
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -67,7 +66,7 @@ impl ModernServer {
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
-            .process_group(0)
+            .own_process_group()
             .spawn()
             .expect("spawn node modern_server.mjs");
         let stdout = child.stdout.take().expect("modern_server stdout");

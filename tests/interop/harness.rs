@@ -7,7 +7,6 @@
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -95,7 +94,22 @@ impl Drop for TempPath {
     }
 }
 
-/// SIGKILLs a whole process group (the child was started with `process_group(0)`).
+/// Starts a child in a process group of its own (unix), so [`kill_group`] ends it with
+/// everything it started; elsewhere a no-op (these peers are run on Linux in CI; the
+/// Windows build only has to compile).
+pub trait OwnGroup {
+    fn own_process_group(&mut self) -> &mut Self;
+}
+
+impl OwnGroup for Command {
+    fn own_process_group(&mut self) -> &mut Self {
+        #[cfg(unix)]
+        std::os::unix::process::CommandExt::process_group(self, 0);
+        self
+    }
+}
+
+/// SIGKILLs a whole process group (the child was started with `own_process_group`).
 pub fn kill_group(pid: u32) {
     let _ = Command::new("kill")
         .args(["-KILL", "--", &format!("-{pid}")])
@@ -151,7 +165,7 @@ pub fn start_mcpmux(config_toml: &str) -> (Mcpmux, String) {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::from(stderr_file))
-        .process_group(0)
+        .own_process_group()
         .spawn()
         .expect("spawn mcpmux");
 
@@ -296,7 +310,7 @@ pub fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
+        .own_process_group()
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
     let pid = child.id();
@@ -458,7 +472,7 @@ impl EverythingHttp {
             // One line per request ("Received MCP POST request"): not needed.
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
-            .process_group(0)
+            .own_process_group()
             .spawn()
             .expect("spawn server-everything streamableHttp");
         let stderr = child.stderr.take().expect("server-everything stderr");
@@ -571,7 +585,7 @@ pub fn run_peer_interactive(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
+        .own_process_group()
         .spawn()
         .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
     let mut guard = GroupGuard(Some(child.id()));

@@ -498,3 +498,33 @@ async fn a_modern_request_gets_the_eras_statuses_and_no_log_it_did_not_ask_for()
         "{got:?}"
     );
 }
+
+#[tokio::test]
+async fn an_input_required_read_is_never_cached_even_while_subscribed() {
+    let d = Daemon::start(&scripted_config(
+        LISTEN,
+        "",
+        "env = { SCRIPTED_ERA = \"dual\", SCRIPTED_CONFORMANCE = \"1\" }\n",
+    ))
+    .await;
+    let uri = "test://input-required";
+    // Held by a legacy session: a plain result would now be cached until its update.
+    let mut holder = HttpClient::connect(&d.url, json!({})).await;
+    let r = holder
+        .call("resources/subscribe", json!({"uri": uri}))
+        .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    let m = ModernClient::new(&d.url);
+    for id in [1, 2] {
+        let mut body = request(json!(id), "resources/read", json!({"uri": uri}));
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"elicitation": {"form": {}}});
+        let (_, r) = post_json(&m, &body).await;
+        assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    }
+    let stats = holder.tool("stats", json!({})).await;
+    assert_eq!(
+        stats["by_uri"]["resources/read"][uri], 2,
+        "both reads went upstream: {stats}"
+    );
+}

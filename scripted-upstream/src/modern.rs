@@ -286,7 +286,9 @@ impl Server {
 
     /// Whether `uri` names a resource `resources/read` can answer.
     pub fn readable(&self, uri: &str) -> bool {
-        (self.config.conformance && crate::conformance::read(uri).is_some())
+        (self.config.conformance
+            && (crate::conformance::read(uri).is_some()
+                || uri == crate::conformance_modern::RESOURCE))
             || self.contents(uri).is_some()
     }
 

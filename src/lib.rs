@@ -30,6 +30,7 @@
 pub mod config;
 pub mod downstream;
 pub mod fdlimit;
+pub mod fleet;
 pub mod hub;
 pub mod import;
 pub mod observe;

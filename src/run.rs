@@ -9,7 +9,7 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ServerConfig};
 use crate::hub::reload::ReloadPlan;
-use crate::hub::{spawn_hub, HubHandle, HubSettings, UpstreamSlot, UpstreamStatus};
+use crate::hub::{spawn_hub_with_fleet, HubHandle, HubSettings, UpstreamSlot, UpstreamStatus};
 use crate::state::ids::UpstreamId;
 use crate::upstream::{spawn_upstream, UpstreamLink};
 
@@ -55,6 +55,7 @@ fn start_slot(
             .client_capabilities
             .contains(&crate::config::ClientCapability::Roots),
         declared_caps: crate::config::ClientCapability::declared(&server.client_capabilities),
+        shared: config.fleet.is_some() && server.url.is_some(),
         last_caps: serde_json::Value::Null,
         handle: spawn_upstream(
             id,
@@ -82,7 +83,11 @@ impl Core {
         let upstream_stop = CancellationToken::new();
         let tracker = TaskTracker::new();
         let mut actors = Vec::new();
-        let (hub, hub_task) = spawn_hub(
+        let fleet = config
+            .fleet
+            .clone()
+            .map(|f| (f, upstream_stop.child_token()));
+        let (hub, hub_task) = spawn_hub_with_fleet(
             HubSettings::from_config(config),
             |hub| {
                 config
@@ -105,6 +110,7 @@ impl Core {
                     })
                     .collect()
             },
+            fleet,
             hub_stop.clone(),
         );
         Core {

@@ -237,6 +237,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub restart: RestartConfig,
+    /// `[fleet]`: several instances sharing upstream subscriptions over NATS; absent =
+    /// one instance on its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fleet: Option<FleetConfig>,
     /// Upstreams in config order (the order decides collisions).
     #[serde(default)]
     pub servers: indexmap_like::OrderedServers,
@@ -432,6 +436,36 @@ impl Default for LimitsConfig {
             max_connections: Self::DEFAULT_MAX_CONNECTIONS,
             header_read_timeout_ms: Self::DEFAULT_HEADER_READ_TIMEOUT_MS,
         }
+    }
+}
+
+/// `[fleet]`: instances sharing one upstream subscription per URI over NATS
+/// (docs/architecture.md, "Fleet").
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FleetConfig {
+    /// The NATS server, `nats://HOST:PORT` (JetStream enabled).
+    pub nats: String,
+    /// The fleet's name: instances with the same name share; it prefixes every subject
+    /// and bucket. Letters, digits, `-` and `_`.
+    #[serde(default = "FleetConfig::default_name")]
+    pub name: String,
+    /// How long an owner's lease lives unless renewed (a dead owner is replaced within
+    /// about this long).
+    #[serde(default = "FleetConfig::default_lease_ms")]
+    pub lease_ms: u64,
+    /// Environment variable holding a NATS token, if the server wants one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_env: Option<String>,
+}
+
+impl FleetConfig {
+    pub const DEFAULT_LEASE_MS: u64 = 10_000;
+    fn default_name() -> String {
+        "mcpmux".to_owned()
+    }
+    fn default_lease_ms() -> u64 {
+        Self::DEFAULT_LEASE_MS
     }
 }
 

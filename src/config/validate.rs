@@ -119,6 +119,9 @@ pub(super) fn validate(
     check_listen(&cfg.listen)?;
     check_limits(&cfg.limits)?;
     check_restart(&cfg.restart)?;
+    if let Some(fleet) = &cfg.fleet {
+        check_fleet(fleet)?;
+    }
     if cfg.servers.0.is_empty() {
         return Err(invalid(
             &KeyPath::new(&["servers"]),
@@ -204,6 +207,39 @@ fn check_limits(limits: &LimitsConfig) -> Result<(), Problem> {
         &["limits", "header_read_timeout_ms"],
         limits.header_read_timeout_ms,
     )
+}
+
+fn check_fleet(fleet: &crate::config::FleetConfig) -> Result<(), Problem> {
+    if !fleet.nats.starts_with("nats://") && !fleet.nats.starts_with("tls://") {
+        let at = KeyPath::new(&["fleet", "nats"]);
+        return Err(invalid(
+            &at,
+            format!(
+                "{at} must start with nats:// or tls:// (got {:?})",
+                fleet.nats
+            ),
+        ));
+    }
+    let ok = !fleet.name.is_empty()
+        && fleet
+            .name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+    if !ok {
+        let at = KeyPath::new(&["fleet", "name"]);
+        return Err(invalid(
+            &at,
+            format!(
+                "{at} must be letters, digits, - and _ (got {:?})",
+                fleet.name
+            ),
+        ));
+    }
+    if fleet.lease_ms < 500 {
+        let at = KeyPath::new(&["fleet", "lease_ms"]);
+        return Err(invalid(&at, format!("{at} must be at least 500")));
+    }
+    Ok(())
 }
 
 fn check_restart(restart: &RestartConfig) -> Result<(), Problem> {

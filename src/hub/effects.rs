@@ -171,11 +171,18 @@ impl Hub {
     pub(super) fn apply_sub_effects(&mut self, effects: Vec<SubEffect<Waiter, SubError>>) {
         for e in effects {
             match e {
+                SubEffect::UpstreamSubscribe(key) if self.fleet_shared(&key) => {
+                    self.fleet_want(key);
+                }
                 SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
                 SubEffect::UpstreamUnsubscribe(key) => {
                     // No longer watched: nothing would tell us of a change.
                     self.cache.invalidate(&key);
-                    self.send_sub_request(key, false);
+                    if self.fleet_role(&key).is_some() {
+                        self.fleet_release(key);
+                    } else {
+                        self.send_sub_request(key, false);
+                    }
                 }
                 SubEffect::Reply {
                     waiter: (client, id),
@@ -203,7 +210,7 @@ impl Hub {
         }
     }
 
-    fn send_sub_request(&mut self, key: SubKey, subscribe: bool) {
+    pub(super) fn send_sub_request(&mut self, key: SubKey, subscribe: bool) {
         let upstream = key.upstream;
         let (method, origin) = if subscribe {
             (methods::SUBSCRIBE, Origin::Subscribe(key.clone()))

@@ -237,6 +237,9 @@ impl Hub {
                     return;
                 };
                 let key = SubKey::new(upstream, &uri);
+                // The fleet's followers hear of it too (an owner may hold a key for
+                // them alone).
+                self.fleet_publish(&key, &msg);
                 // Invalidate before anyone hears of the change, so a re-read misses.
                 self.cache.invalidate(&key);
                 let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
@@ -651,7 +654,7 @@ fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
 }
 
 /// The outbox coalescing key of an update: one pending entry per (upstream, URI).
-fn update_key(key: &SubKey) -> OutKind {
+pub(super) fn update_key(key: &SubKey) -> OutKind {
     OutKind::Coalescible(Arc::from(format!("{} {}", key.upstream, key.uri)))
 }
 

@@ -61,6 +61,7 @@ pub(crate) struct Inboxes {
     pub clients: mpsc::Receiver<ClientEvent>,
     pub upstreams: mpsc::Receiver<(UpstreamId, UpstreamEvent)>,
     pub control: mpsc::Receiver<Control>,
+    pub fleet: mpsc::Receiver<crate::fleet::FleetEvent>,
 }
 
 /// Cheap, cloneable handle to the hub: its client and upstream links, and control.
@@ -69,6 +70,7 @@ pub struct HubHandle {
     clients: ClientLink,
     upstreams: UpstreamLink,
     control: mpsc::Sender<Control>,
+    fleet: mpsc::Sender<crate::fleet::FleetEvent>,
 }
 
 impl HubHandle {
@@ -77,10 +79,12 @@ impl HubHandle {
         let (ctx, clients) = mpsc::channel(capacity);
         let (utx, upstreams) = mpsc::channel(capacity);
         let (control_tx, control) = mpsc::channel(16);
+        let (ftx, fleet) = mpsc::channel(capacity);
         let handle = HubHandle {
             clients: ClientLink::new(ctx),
             upstreams: UpstreamLink::new(utx),
             control: control_tx,
+            fleet: ftx,
         };
         (
             handle,
@@ -88,8 +92,14 @@ impl HubHandle {
                 clients,
                 upstreams,
                 control,
+                fleet,
             },
         )
+    }
+
+    /// Where the fleet actor reports.
+    pub(crate) fn fleet_events(&self) -> mpsc::Sender<crate::fleet::FleetEvent> {
+        self.fleet.clone()
     }
 
     /// The link client sessions use.

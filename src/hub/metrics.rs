@@ -151,6 +151,9 @@ pub struct Snapshot {
     pub slow_disconnects: u64,
     pub fanout_deliveries: u64,
     pub warnings: Vec<(u64, String)>,
+    /// With `[fleet]`: this instance's role per shared key it holds (URI as clients
+    /// know it; `own`, `follow`, `direct`, `pending`).
+    pub fleet: Option<Vec<(String, &'static str)>>,
 }
 
 impl Snapshot {
@@ -274,6 +277,23 @@ impl Hub {
             slow_disconnects: self.counters.slow_disconnects,
             fanout_deliveries: self.counters.fanout_deliveries,
             warnings: self.counters.warnings.iter().cloned().collect(),
+            fleet: self.fleet.as_ref().map(|_| {
+                let mut keys: Vec<(String, &'static str)> = self
+                    .fleet_roles
+                    .iter()
+                    .map(|(k, role)| {
+                        let label = match role {
+                            super::fleet::FleetRole::Own => "own",
+                            super::fleet::FleetRole::Follow => "follow",
+                            super::fleet::FleetRole::Direct => "direct",
+                            super::fleet::FleetRole::Pending => "pending",
+                        };
+                        (self.catalog.expose_uri(k.upstream, &k.uri), label)
+                    })
+                    .collect();
+                keys.sort();
+                keys
+            }),
         }
     }
 }

@@ -11,6 +11,7 @@
 
 mod client;
 mod effects;
+mod fleet;
 mod from_upstream;
 pub mod handle;
 mod lists;
@@ -106,6 +107,8 @@ pub struct UpstreamSlot {
     /// The client capabilities mcpmux declares to it (`servers.NAME.client_capabilities`,
     /// as the `capabilities` object).
     pub declared_caps: serde_json::Value,
+    /// Shared by the fleet (`[fleet]` configured and a Streamable HTTP upstream).
+    pub shared: bool,
     /// Capabilities from its last successful `initialize` (kept while it is down, so
     /// requests for it get "not available" rather than "unknown").
     pub(crate) last_caps: serde_json::Value,
@@ -205,6 +208,10 @@ pub struct Hub {
     sent: HashMap<String, u64>,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
+    /// The fleet actor, when `[fleet]` is configured, and this instance's role per
+    /// shared key.
+    fleet: Option<crate::fleet::FleetHandle>,
+    fleet_roles: HashMap<SubKey, fleet::FleetRole>,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
     started_unix_ms: u64,
@@ -236,6 +243,8 @@ impl Hub {
             lists: HashMap::new(),
             next_list: 0,
             elicitations: HashMap::new(),
+            fleet: None,
+            fleet_roles: HashMap::new(),
             counters: metrics::Counters::default(),
             started_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -274,6 +283,7 @@ impl Hub {
                 Some((upstream, event)) = inbox.upstreams.recv() => {
                     self.on_upstream_event(upstream, event);
                 }
+                Some(ev) = inbox.fleet.recv() => self.on_fleet_event(ev),
                 Some(ctl) = inbox.control.recv() => {
                     self.catch_up(&mut inbox);
                     self.on_control(ctl);
@@ -582,9 +592,28 @@ pub fn spawn_hub(
     build_upstreams: impl FnOnce(&UpstreamLink) -> Vec<UpstreamSlot>,
     shutdown: CancellationToken,
 ) -> (HubHandle, tokio::task::JoinHandle<()>) {
+    spawn_hub_with_fleet(settings, build_upstreams, None, shutdown)
+}
+
+/// [`spawn_hub`], with the fleet actor started for `fleet` (docs/architecture.md,
+/// "Fleet"); it stops with `fleet_stop`.
+pub fn spawn_hub_with_fleet(
+    settings: HubSettings,
+    build_upstreams: impl FnOnce(&UpstreamLink) -> Vec<UpstreamSlot>,
+    fleet: Option<(crate::config::FleetConfig, CancellationToken)>,
+    shutdown: CancellationToken,
+) -> (HubHandle, tokio::task::JoinHandle<()>) {
     let (handle, inboxes) = HubHandle::channels(INBOX_CAPACITY);
     let upstreams = build_upstreams(handle.upstreams());
-    let hub = Hub::new(settings, upstreams);
+    let mut hub = Hub::new(settings, upstreams);
+    hub.fleet = fleet.map(|(config, stop)| {
+        crate::fleet::start(
+            config,
+            handle.fleet_events(),
+            handle.clients().clone(),
+            stop,
+        )
+    });
     let task = tokio::spawn(hub.run(inboxes, shutdown));
     (handle, task)
 }

@@ -50,6 +50,12 @@ impl Hub {
                 self.push_response_bytes(client, id, bytes);
             }
             ReadPlan::Joined => {}
+            ReadPlan::Fetch { generation }
+                if self.fleet_role(&key) == Some(super::fleet::FleetRole::Follow) =>
+            {
+                // The owner reads, once for the whole fleet.
+                self.fleet_read(key, uri, generation);
+            }
             ReadPlan::Fetch { generation } => {
                 let origin = Origin::Read { key, generation };
                 let pid = self

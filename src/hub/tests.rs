@@ -56,6 +56,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
                 ttl_ms: 0,
                 cache_scope: Default::default(),
                 declares_roots: true,
+                shared: false,
                 declared_caps: json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,

@@ -243,6 +243,19 @@ impl Collector for SnapshotCollector {
             MetricType::Counter,
             |m| counter(m, s.fanout_deliveries),
         )?;
+        if let Some(keys) = &s.fleet {
+            let mut m = enc.encode_descriptor(
+                "mcpmux_fleet_keys",
+                "Shared keys this instance holds, by its role (own: it holds the upstream subscription; follow: another instance does; direct: NATS is away).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for role in ["own", "follow", "direct", "pending"] {
+                let n = keys.iter().filter(|(_, r)| *r == role).count() as u64;
+                let labels: Labels<'_> = vec![("role", role)];
+                m.encode_family(&labels)?.encode_gauge(&n)?;
+            }
+        }
         let mut m = enc.encode_descriptor(
             "mcpmux_clients",
             "Connected clients, by transport and protocol era.",

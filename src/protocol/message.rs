@@ -96,13 +96,15 @@ impl ParseError {
 }
 
 /// A JSON-RPC id, kept as its compact JSON text (`1`, `"abc"`), so it can be used as a
-/// map key and written back exactly as the peer sent it.
+/// map key and written back exactly as the peer sent it. Shared (`Arc`): an id travels
+/// with every message that belongs to its request (a listen's updates, say), so a clone
+/// must not allocate.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct RawId(Box<str>);
+pub struct RawId(std::sync::Arc<str>);
 
 impl RawId {
     pub fn from_u64(n: u64) -> Self {
-        RawId(n.to_string().into_boxed_str())
+        RawId(n.to_string().into())
     }
     pub fn as_json(&self) -> &str {
         &self.0

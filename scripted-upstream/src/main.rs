@@ -1,16 +1,20 @@
-//! `scripted-upstream`: a small, deterministic MCP server over stdio, used by mcpmux's
-//! tests and benchmarks as an upstream.
+//! `scripted-upstream`: a small, deterministic MCP server over stdio (or over Streamable
+//! HTTP, shared by several clients: "HTTP mode" below), used by mcpmux's tests and
+//! benchmarks as an upstream.
 //!
 //! It deliberately does not depend on the `mcpmux` library: it is an independent peer
 //! that speaks the wire protocol (newline-delimited JSON-RPC 2.0, one compact message per
 //! line, MCP only on stdout, diagnostics on stderr), so it can catch proxy bugs that a
 //! shared codec would hide. It exits 0 on stdin EOF (open listens are simply dropped).
+//! Everything below describes the stdio mode unless it says otherwise; the HTTP mode
+//! serves the same surface, with the differences its section lists.
 //!
 //! # Concurrency
 //!
 //! One reader loop owns all state and handles messages in arrival order; one writer task
 //! drains an unbounded channel to stdout (batching lines, flushing when the channel is
-//! empty). Requests that must wait (held reads, `hang`, `sample`, `delay`, open listens,
+//! empty). In HTTP mode one task owns all state the same way and handles the messages of
+//! every connection in arrival order, each message whole. Requests that must wait (held reads, `hang`, `sample`, `delay`, open listens,
 //! delayed listen acknowledgements) are parked in the state or in a timer task and
 //! answered later, so they never block the reader. Everything a handler sends goes
 //! through the same channel, so stdout order equals send order (e.g. an `emit_update`
@@ -123,7 +127,7 @@
 //! | tool | arguments | effect |
 //! |---|---|---|
 //! | `echo` | `{text}` | returns `text` |
-//! | `emit_update` | `{uri, meta?, stamp?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (untagged: whether or not subscribed; tagged: one per open listen whose honoured URIs contain `uri`, in opening order), then the result `{uri, version, emitted}` |
+//! | `emit_update` | `{uri, meta?, stamp?}` | bumps the version, sends `notifications/resources/updated {uri, _meta?}` (untagged: whether or not subscribed — HTTP mode: to the sessions subscribed to `uri`; tagged: one per open listen whose honoured URIs contain `uri`, in opening order), then the result `{uri, version, emitted}` |
 //! | `emit_updates` | `{uri, count, meta?, stamp?}` | `count` updates as fast as possible (each: the untagged one, then the tagged ones), then the result |
 //! | `emit_list_changed` | `{kind: tools\|prompts\|resources}` | sends `notifications/<kind>/list_changed` (untagged `{}`; tagged `{_meta}` to each listen that asked `<kind>ListChanged`) |
 //! | `stats` | `{}` | the JSON below, as `structuredContent` and as text |
@@ -140,6 +144,8 @@
 //! | `log` | `{level?, data?}` | sends `notifications/message` |
 //! | `ask` | `{rounds?, method?}` | dual/modern modes only: MRTR, below |
 //! | `end_listens` | `{how?: "result"\|"cancelled"}` | dual/modern modes only: ends every open listen (below), then the result text `"ended <n>"` |
+//! | `session` | `{}` | HTTP mode only: the caller's session id, `"s<N>"`, or `"stateless"`, as text and as `structuredContent: {"session": …}` |
+//! | `end_session` | `{session?: "s<N>"}` | HTTP mode only: ends that session (default: the caller's) exactly as DELETE does, then the text `"ended s<N>"` (its own answer still arrives); not an open session, or a stateless caller without `session` → `-32602` |
 //!
 //! With `stamp: true` each update's `_meta.t` is set to its emission time in
 //! nanoseconds since the UNIX epoch (a clock every process on the machine shares), so a
@@ -192,7 +198,14 @@
 //!   "counts":     { "<method>" | "<response>" | "<parse_error>" | "<invalid>": n },
 //!   "by_uri":     { "<method>": { "<params.uri>": n } },
 //!   "tools":      { "<tools/call params.name>": n },
-//!   "subscribed": [ "<uri>", ... ],             // sorted (legacy resources/subscribe)
+//!   "subscribed": [ "<uri>", ... ],             // sorted: URIs any session subscribed to (legacy resources/subscribe)
+//!   "subscribers": { "<uri>": n },              // sessions holding a subscription to it (URIs nobody holds: absent)
+//!   "sessions":   { "opened": n,                // sessions ever opened (stdio: 1)
+//!                   "open": n,                  // not ended (stdio: 1)
+//!                   "ended": n,                 // by DELETE or end_session (stdio: 0)
+//!                   "streams": n },             // open sessions whose GET stream is open (stdio: 1)
+//!   "refused":    { "missing_session": n,       // HTTP 400s for want of Mcp-Session-Id (stdio: 0)
+//!                   "unknown_session": n },     // HTTP 404s for an unknown Mcp-Session-Id (stdio: 0)
 //!   "versions":   { "<uri>": updates emitted },
 //!   "pending":    { "held_reads": n, "hung": n, "sampling": n },
 //!   "listens":    { "opened": n,                // listens ever opened (invalid ones not)
@@ -203,7 +216,9 @@
 //!
 //! `counts` counts every received message by method, whatever its era or validity
 //! (`server/discover`, `subscriptions/listen`, a rejected `initialize`,
-//! `notifications/cancelled`, …).
+//! `notifications/cancelled`, …; in HTTP mode also a POST refused with 400 or 404 for
+//! its session id). In HTTP mode every count is summed over all sessions and stateless
+//! requests.
 //!
 //! Held reads are answered with the response computed when the read **arrived** (stale
 //! content, or the fault/not-found error in force then), not at release time: tests use
@@ -287,10 +302,141 @@
 //! | `SCRIPTED_TTL_MS` | 0 | default `ttlMs` of modern cacheable results |
 //! | `SCRIPTED_CACHE_SCOPE` | `private` | default `cacheScope` of modern cacheable results: `private` or `public` (anything else: warning, `private`) |
 //! | `SCRIPTED_ACK_DELAY_MS` | 0 | delay of each `notifications/subscriptions/acknowledged` |
+//! | `SCRIPTED_HTTP=<addr>` | none | HTTP mode on `addr` (as `--http <addr>`, which wins) |
+//!
+//! In HTTP mode `SCRIPTED_CRASH_ON_START` and `SCRIPTED_IGNORE_EOF` are ignored (stdin is
+//! never read); `SCRIPTED_LOG` gets every POSTed message (HTTP mode below); every other
+//! variable keeps its meaning.
+//!
+//! # HTTP mode (`--http ADDR`)
+//!
+//! `scripted-upstream --http 127.0.0.1:0` (also `--http=ADDR`, or `SCRIPTED_HTTP=ADDR`
+//! without the argument; other arguments are ignored with a warning on stderr) listens
+//! on `ADDR` (port 0: a free port) and, once listening, prints exactly one line on
+//! stdout, `scripted-upstream listening on http://127.0.0.1:PORT/mcp` (the real address),
+//! and never anything else there (the reader may close the pipe after that line).
+//! Diagnostics go to stderr. It serves until SIGTERM or SIGINT, then exits 0 (exit 1 if
+//! `ADDR` cannot be bound). Streamable HTTP 2025-11-25 for legacy clients, 2026-07-28
+//! for modern requests (`SCRIPTED_ERA` decides which eras are served, as in stdio).
+//!
+//! **One state.** Every session and every stateless request is served by ONE server, as
+//! if all their messages came to one stdio process in arrival order: resource versions,
+//! holds and held reads, faults, parked requests, listens, the `s<N>` ids of
+//! server→client requests, `counts`/`by_uri`/`tools` and the rest of `stats`. Only legacy
+//! subscriptions (`resources/subscribe` / `resources/unsubscribe`) are per session. Request
+//! ids are per client: `notifications/cancelled {requestId}` only cancels a request of the
+//! session that sends it.
+//!
+//! **The endpoint** is `/mcp` (other paths → 404; methods other than POST, GET and
+//! DELETE → 405 with `Allow: GET, POST, DELETE`). `Accept`, `Content-Type`,
+//! `MCP-Protocol-Version`, `Origin`, `Mcp-Method`, `Mcp-Name` and `Last-Event-ID` are not
+//! checked. SSE events carry no `id` and are never replayed. Each is
+//! `event: message\ndata: <one compact JSON-RPC message>\n\n`.
+//!
+//! **POST**: the body is one JSON-RPC message (line breaks allowed). Every non-blank body
+//! is appended to `SCRIPTED_LOG` as one line (its line breaks, which JSON only allows
+//! between tokens, replaced by spaces; nothing added) and counted in `stats.counts`, even
+//! when refused below. A body that is not JSON → 400 with
+//! `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}`
+//! (counted as `<parse_error>`; a blank body is neither logged nor counted); a batch, or
+//! an object that is no request, notification or response → 400 with `-32600 "Invalid
+//! Request"` (`id` when it has one; counted as `<invalid>`). Then the message's client:
+//!
+//! - `legacy` and `dual` eras:
+//!   - `Mcp-Session-Id: s<N>` naming an open session → that session. Any other value
+//!     (an ended session, one never opened, not `s<N>`) → 404 with
+//!     `{"jsonrpc":"2.0","id":null,"error":{"code":-32001,"message":"Session not found"}}`,
+//!     not handled (`refused.unknown_session`).
+//!   - No `Mcp-Session-Id` on an `initialize` → a new session `s<N>` (N = 1, 2, … in
+//!     opening order, never reused; `sessions.opened` is the last N), named by the
+//!     header `Mcp-Session-Id: s<N>` of its answer. An `initialize` that carries an open
+//!     session's id is served in that session and opens none.
+//!   - No `Mcp-Session-Id`, `dual` era, a request or notification whose
+//!     `params._meta["io.modelcontextprotocol/protocolVersion"]` is present → stateless.
+//!   - No `Mcp-Session-Id` otherwise (any legacy request but `initialize`, a
+//!     notification, a response) → 400 with `{"jsonrpc":"2.0","id":null,"error":{"code":
+//!     -32000,"message":"Bad Request: Mcp-Session-Id header required"}}`, not handled
+//!     (`refused.missing_session`). This is how a legacy-era server answers mcpmux's
+//!     `server/discover` probe.
+//! - `modern` era: every POST is stateless; `Mcp-Session-Id` is ignored and never
+//!   minted (a rejected `initialize` opens no session).
+//!
+//! A notification or a response is handled, then answered 202 with an empty body. A
+//! request is handled, then answered 200 when its first message is ready: if that is its
+//! response, `Content-Type: application/json` with the response alone; otherwise
+//! `Content-Type: text/event-stream` with the request's messages as they come, the last
+//! one its response, after which the stream ends. So a request parked without any
+//! message first (held read, `hang`, `sample`, `delay`, a listen whose acknowledgement
+//! is delayed) gets its HTTP answer headers only then. A request's own stream carries
+//! the notifications that belong to it: `progress`'s `notifications/progress`, `log`'s
+//! and `test_logging_tool`'s `notifications/message` (the conformance fixtures' too), in
+//! the stdio order. JSON-RPC errors are 200 answers like results (modern ones too). A
+//! request dropped unanswered (cancelled, its session ended) ends its stream without a
+//! response (an empty `text/event-stream` answer if nothing was sent yet). The client
+//! closing the stream of a request served the modern way cancels it exactly as
+//! `notifications/cancelled` would (a listen ends; a hang, held read or sample call is
+//! dropped); closing a legacy request's stream changes nothing (its answer is lost).
+//!
+//! **GET** (`legacy`, `dual`) with an open session's `Mcp-Session-Id` → 200
+//! `text/event-stream`: the session's GET stream, open until the client closes it, the
+//! session ends, or a newer GET of the same session replaces it (the older one then
+//! ends; there is at most one per session). It carries, never responses:
+//! - `notifications/resources/updated` of `emit_update` / `emit_updates` for a URI the
+//!   session is subscribed to (untagged, as stdio writes them, `_meta` included);
+//! - `notifications/<kind>/list_changed` of `emit_list_changed` (and the conformance
+//!   `test_trigger_*` tools), to every session;
+//! - the server→client requests of the session's own calls (`sample`'s
+//!   `sampling/createMessage`, the conformance fixtures' requests; ids `s1`, `s2`, …
+//!   numbered across all sessions), and the `notifications/cancelled` for them when such a
+//!   call is cancelled. The client POSTs its answer (a response) in the same session;
+//!   the result then ends the tool call's own POST answer.
+//!
+//! A message for a session without an open GET stream is lost (not queued). No
+//! `Mcp-Session-Id` → 400, an unknown one → 404 (as for POST); `modern` era → 405 with
+//! `Allow: POST`.
+//!
+//! **DELETE** (`legacy`, `dual`) with an open session's `Mcp-Session-Id` → 200, empty:
+//! the session ends. Its subscriptions are dropped (`subscribers` counts fall), its GET
+//! stream ends, and its parked requests (held reads, hangs, sample calls, listens POSTed
+//! in it) are dropped: their POST answers end without a response. Its id then gets 404.
+//! No `Mcp-Session-Id` → 400, an unknown one → 404, `modern` era → 405.
+//!
+//! **Notifications of the control tools** (whoever calls them): `emit_update` and
+//! `emit_updates` send each untagged `notifications/resources/updated` on the GET stream
+//! of EVERY session subscribed to `uri` (in session order; not to other sessions, unlike
+//! stdio, where it is written whether or not subscribed), and the tagged copies on the
+//! streams of the open listens honouring `uri`, in opening order. `emit_list_changed`
+//! sends the untagged notification on every session's GET stream and the tagged ones to
+//! the listens that asked. All are queued before the tool's result, so once a client has
+//! the result, the notifications are on their streams.
+//!
+//! **Modern requests** (`dual`, `modern`) are served as in stdio, statelessly.
+//! `subscriptions/listen` is answered as a `text/event-stream` that stays open: the
+//! acknowledgement first (with `SCRIPTED_ACK_DELAY_MS`, the answer starts then), then the
+//! tagged notifications, until the client closes it (the listen ends: it leaves
+//! `stats.listens.open`, and a delayed acknowledgement is never sent) or `end_listens`
+//! ends it: `"result"` sends the graceful response as the stream's last event;
+//! `"cancelled"` sends `notifications/cancelled` as the last event, then ends the
+//! stream. Each stateless POST is its own client, so a `notifications/cancelled` POSTed
+//! statelessly matches nothing: close the stream instead. A modern request POSTed with
+//! an open session's id (`dual` era) is served the modern way within that session (its
+//! server→client requests go to that session's GET stream). A stateless `sample` sends
+//! its `sampling/createMessage` on its own answer stream.
+//!
+//! **Other tools**: `exit` exits the process at once with its code (no answer is sent).
+//! `session` and `end_session` exist only in HTTP mode (listed last).
+//!
+//! **`stats`** is the one shape above, summed over all clients: `subscribed` is the
+//! sorted union of every session's subscriptions, `subscribers` counts the sessions
+//! holding each URI, `sessions` and `refused` count HTTP sessions and refusals; the
+//! listens of every client are in `listens`. (In stdio mode `sessions` is
+//! `{"opened": 1, "open": 1, "ended": 0, "streams": 1}`, `subscribers` has 1 for each
+//! subscribed URI, `refused` is zeros.)
 
 mod base64;
 mod conformance;
 mod conformance_modern;
+mod http;
 mod modern;
 mod recorder;
 mod server;
@@ -322,11 +468,14 @@ pub struct Config {
     pub cache_scope: String,
     /// Delay of `notifications/subscriptions/acknowledged` (0 = at once).
     pub ack_delay_ms: u64,
+    /// HTTP mode: the address to listen on (`--http ADDR` or `SCRIPTED_HTTP`).
+    pub http: Option<String>,
 }
 
 impl Config {
     fn from_env() -> Self {
         Config {
+            http: http_address(),
             name: std::env::var("SCRIPTED_NAME").unwrap_or_else(|_| "scripted".to_owned()),
             no_subscribe: env_flag("SCRIPTED_NO_SUBSCRIBE"),
             resources: env_number("SCRIPTED_RESOURCES", 20),
@@ -375,8 +524,36 @@ impl Config {
             ttl_ms: 0,
             cache_scope: "private".into(),
             ack_delay_ms: 0,
+            http: None,
         }
     }
+}
+
+/// `--http ADDR` (or `--http=ADDR`), else a non-empty `SCRIPTED_HTTP`. Other
+/// arguments are ignored (with a warning).
+fn http_address() -> Option<String> {
+    let mut address = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        if arg == "--http" {
+            match args.next() {
+                Some(a) => address = Some(a),
+                None => {
+                    eprintln!("[scripted] --http needs an address, e.g. --http 127.0.0.1:0");
+                    std::process::exit(2);
+                }
+            }
+        } else if let Some(a) = arg.strip_prefix("--http=") {
+            address = Some(a.to_owned());
+        } else {
+            eprintln!("[scripted] ignoring argument {arg:?}");
+        }
+    }
+    address.or_else(|| {
+        std::env::var("SCRIPTED_HTTP")
+            .ok()
+            .filter(|a| !a.trim().is_empty())
+    })
 }
 
 fn env_flag(key: &str) -> bool {
@@ -449,6 +626,10 @@ async fn sigterm() {
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let config = Config::from_env();
+    if let Some(address) = config.http.clone() {
+        http::serve(config, &address).await;
+        return;
+    }
     let crash_on_start = config.crash_on_start;
     let ignore_eof = config.ignore_eof;
     let (tx, rx) = mpsc::unbounded_channel();

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 
-use crate::server::{Outbox, Reply, RpcError, Server, SUPPORTED_VERSIONS};
+use crate::server::{Client, Outbox, Reply, RpcError, Server, SUPPORTED_VERSIONS};
 use crate::tools::{text_result, u64_arg};
 
 /// The only modern protocol version this server speaks.
@@ -161,12 +161,14 @@ pub struct Listen {
     pub ack: Arc<Mutex<AckState>>,
     /// The acknowledgement, sent at once by `end_listens` if still delayed.
     ack_msg: Value,
+    /// Where the listen's messages go (HTTP: the listen's own response stream).
+    out: Outbox,
 }
 
 impl Listen {
     /// Sends a notification tagged with this listen's id, unless the acknowledgement is
     /// still delayed (then the listen receives nothing yet).
-    fn notify(&self, out: &Outbox, method: &str, mut params: Value) {
+    fn notify(&self, method: &str, mut params: Value) {
         let state = self.ack.lock().unwrap_or_else(|e| e.into_inner());
         if *state != AckState::Sent {
             return;
@@ -175,7 +177,12 @@ impl Listen {
             params["_meta"] = json!({});
         }
         params["_meta"][META_SUBSCRIPTION] = self.id.clone();
-        out.notify(method, params);
+        self.out.notify(method, params);
+    }
+
+    /// Marks the listen ended: a delayed acknowledgement is never sent.
+    fn drop_ack(&self) {
+        *self.ack.lock().unwrap_or_else(|e| e.into_inner()) = AckState::Dropped;
     }
 
     fn wants_list(&self, kind: &str) -> bool {
@@ -372,17 +379,30 @@ impl Server {
             resources: flag("resourcesListChanged"),
             ack,
             ack_msg,
+            out: self.out.clone(),
         });
         self.listens_opened += 1;
         None
     }
 
-    /// A client's `notifications/cancelled` for a listen: forget it, send nothing.
-    pub fn cancel_listen(&mut self, request_id: &Value) {
+    /// A client's `notifications/cancelled` for a listen (HTTP: the client closed the
+    /// listen's stream): forget it, send nothing.
+    pub fn cancel_listen(&mut self, client: Client, request_id: &Value) {
         self.listens.retain(|listen| {
-            let keep = listen.id != *request_id;
+            let keep = listen.id != *request_id || listen.out.client() != client;
             if !keep {
-                *listen.ack.lock().unwrap_or_else(|e| e.into_inner()) = AckState::Dropped;
+                listen.drop_ack();
+            }
+            keep
+        });
+    }
+
+    /// Forgets every listen of `client` (its HTTP session ended), sending nothing.
+    pub fn drop_listens(&mut self, client: Client) {
+        self.listens.retain(|listen| {
+            let keep = listen.out.client() != client;
+            if !keep {
+                listen.drop_ack();
             }
             keep
         });
@@ -408,20 +428,22 @@ impl Server {
             let mut state = listen.ack.lock().unwrap_or_else(|e| e.into_inner());
             if *state == AckState::Pending {
                 // The acknowledgement must be the first message of the listen.
-                self.out.send(&listen.ack_msg);
+                listen.out.send(&listen.ack_msg);
             }
             *state = AckState::Dropped;
             let sub = json!({META_SUBSCRIPTION: listen.id});
             if how == "result" {
-                self.out.reply(
+                listen.out.reply(
                     listen.id.clone(),
                     Ok(json!({"resultType": "complete", "_meta": sub})),
                 );
             } else {
-                self.out.notify(
+                listen.out.notify(
                     "notifications/cancelled",
                     json!({"requestId": listen.id, "reason": "server ended the subscription"}),
                 );
+                // HTTP: the listen's stream ends after the notification.
+                listen.out.end();
             }
         }
         Ok(text_result(format!("ended {n}")))
@@ -431,7 +453,7 @@ impl Server {
     /// listen whose honoured URIs contain `uri`.
     pub fn notify_listens_updated(&self, uri: &str, params: &Value) {
         for listen in self.listens.iter().filter(|l| l.uris.contains(uri)) {
-            listen.notify(&self.out, "notifications/resources/updated", params.clone());
+            listen.notify("notifications/resources/updated", params.clone());
         }
     }
 
@@ -439,7 +461,7 @@ impl Server {
     pub fn notify_listens_list_changed(&self, kind: &str) {
         let method = format!("notifications/{kind}/list_changed");
         for listen in self.listens.iter().filter(|l| l.wants_list(kind)) {
-            listen.notify(&self.out, &method, json!({}));
+            listen.notify(&method, json!({}));
         }
     }
 

@@ -1,6 +1,7 @@
 //! The server state and the MCP method handlers (everything except the tools).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Map, Value};
 use tokio::sync::mpsc::UnboundedSender;
@@ -56,35 +57,205 @@ impl RpcError {
 
 pub type Reply = Result<Value, RpcError>;
 
-/// The sending half of the stdout queue, with JSON-RPC helpers.
+/// Who sent a message: the stdio client, an HTTP session (`s<N>`), or one stateless
+/// HTTP request (a modern request without a session). Parked requests and listens
+/// remember it, so a cancellation only matches its own client's requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Client {
+    Stdio,
+    Session(u64),
+    Stateless(u64),
+}
+
+/// One message for an HTTP response stream (a POST's answer or a GET stream).
+#[derive(Debug)]
+pub enum Push {
+    /// A notification or a server→client request.
+    Message(String),
+    /// The response to the POSTed request: the last message of its stream.
+    Response(String),
+    /// Ends the stream without a response (a listen ended by `notifications/cancelled`).
+    End,
+}
+
+/// The sending half of an HTTP response stream.
+pub type StreamTx = UnboundedSender<Push>;
+
+/// A session's GET stream, if one is open (a newer GET replaces it).
+#[derive(Debug, Default)]
+pub struct GetSlot(Mutex<Option<StreamTx>>);
+
+impl GetSlot {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<StreamTx>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends on the open GET stream; without one the message is lost.
+    pub fn send(&self, line: String) {
+        if let Some(tx) = self.lock().as_ref() {
+            let _ = tx.send(Push::Message(line));
+        }
+    }
+
+    /// Makes `tx` the session's GET stream (the previous one, if any, ends).
+    pub fn set(&self, tx: StreamTx) {
+        *self.lock() = Some(tx);
+    }
+
+    /// Ends the GET stream, if any.
+    pub fn clear(&self) {
+        *self.lock() = None;
+    }
+
+    /// Whether a GET stream is open (its client has not gone away).
+    pub fn is_open(&self) -> bool {
+        self.lock().as_ref().is_some_and(|tx| !tx.is_closed())
+    }
+}
+
+/// Where an HTTP message's output goes: its own response stream (`stream`, for a
+/// POSTed request), and its session's GET stream (`get`).
+#[derive(Debug, Clone)]
+pub struct Route {
+    pub client: Client,
+    pub get: Option<Arc<GetSlot>>,
+    pub stream: Option<StreamTx>,
+}
+
+impl Route {
+    /// Request-related messages: the request's own stream, else the GET stream.
+    fn to_stream(&self, line: String) {
+        match (&self.stream, &self.get) {
+            (Some(tx), _) => {
+                let _ = tx.send(Push::Message(line));
+            }
+            (None, Some(get)) => get.send(line),
+            (None, None) => {}
+        }
+    }
+
+    /// Server→client requests (and their cancellation): the session's GET stream, else
+    /// (stateless) the request's own stream.
+    fn to_session(&self, line: String) {
+        match (&self.get, &self.stream) {
+            (Some(get), _) => get.send(line),
+            (None, Some(tx)) => {
+                let _ = tx.send(Push::Message(line));
+            }
+            (None, None) => {}
+        }
+    }
+}
+
 #[derive(Clone)]
-pub struct Outbox(UnboundedSender<Out>);
+enum Sink {
+    /// The stdout queue: everything goes there.
+    Stdio(UnboundedSender<Out>),
+    Http(Route),
+}
+
+/// Where a handler's messages go, with JSON-RPC helpers: stdout in stdio mode; in
+/// HTTP mode the streams of the message being handled (cloned by parked requests, so
+/// their later answers find their way back).
+#[derive(Clone)]
+pub struct Outbox(Sink);
 
 impl Outbox {
+    pub fn stdio(tx: UnboundedSender<Out>) -> Self {
+        Outbox(Sink::Stdio(tx))
+    }
+
+    pub fn http(route: Route) -> Self {
+        Outbox(Sink::Http(route))
+    }
+
+    /// An HTTP outbox that drops everything (between messages).
+    pub fn nowhere() -> Self {
+        Outbox::http(Route {
+            client: Client::Stateless(0),
+            get: None,
+            stream: None,
+        })
+    }
+
+    pub fn client(&self) -> Client {
+        match &self.0 {
+            Sink::Stdio(_) => Client::Stdio,
+            Sink::Http(route) => route.client,
+        }
+    }
+
+    fn line(&self, msg: &Value) -> Option<String> {
+        match &self.0 {
+            Sink::Stdio(tx) => {
+                // A closed channel means the writer died (stdout gone); nothing left to do.
+                let _ = tx.send(Out::Line(msg.to_string()));
+                None
+            }
+            Sink::Http(_) => Some(msg.to_string()),
+        }
+    }
+
+    /// A notification (or any message) related to the message being handled.
     pub fn send(&self, msg: &Value) {
-        // A closed channel means the writer died (stdout gone); nothing left to do.
-        let _ = self.0.send(Out::Line(msg.to_string()));
+        if let (Some(line), Sink::Http(route)) = (self.line(msg), &self.0) {
+            route.to_stream(line);
+        }
     }
 
     pub fn notify(&self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }
 
+    /// A server→client request (HTTP: on the session's GET stream).
     pub fn request(&self, id: &str, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.to_session(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
     }
 
+    /// A notification about a server→client request (HTTP: on the session's GET stream).
+    pub fn notify_session(&self, method: &str, params: Value) {
+        self.to_session(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    fn to_session(&self, msg: &Value) {
+        if let (Some(line), Sink::Http(route)) = (self.line(msg), &self.0) {
+            route.to_session(line);
+        }
+    }
+
+    /// The response (HTTP: the last message of the request's stream).
     pub fn reply(&self, id: Value, reply: Reply) {
-        match reply {
-            Ok(result) => self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result})),
-            Err(e) => self.send(&json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()})),
+        let msg = match reply {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e.to_json()}),
+        };
+        if let (Some(line), Sink::Http(route)) = (self.line(&msg), &self.0) {
+            if let Some(tx) = &route.stream {
+                let _ = tx.send(Push::Response(line));
+            }
+        }
+    }
+
+    /// Ends the request's stream without a response (HTTP only; stdio has no streams).
+    pub fn end(&self) {
+        if let Sink::Http(Route {
+            stream: Some(tx), ..
+        }) = &self.0
+        {
+            let _ = tx.send(Push::End);
         }
     }
 
     pub fn exit(&self, code: i32) {
-        if self.0.send(Out::Exit(code)).is_err() {
-            // The writer is gone (stdout closed): nothing to flush.
-            std::process::exit(code);
+        match &self.0 {
+            Sink::Stdio(tx) => {
+                if tx.send(Out::Exit(code)).is_err() {
+                    // The writer is gone (stdout closed): nothing to flush.
+                    std::process::exit(code);
+                }
+            }
+            // Nothing buffered: every response stream is written as it goes.
+            Sink::Http(_) => std::process::exit(code),
         }
     }
 }
@@ -94,23 +265,65 @@ pub struct HeldRead {
     pub uri: String,
     pub id: Value,
     pub reply: Reply,
+    /// Where the answer goes.
+    pub out: Outbox,
+}
+
+/// A parked request (`hang`): its id, and where its client is.
+pub struct Parked {
+    pub id: Value,
+    pub out: Outbox,
+}
+
+/// A `sample` (or conformance) tool call waiting for the client's answer to the
+/// server→client request it sent.
+pub struct Sampling {
+    /// The tool call's id.
+    pub call_id: Value,
+    /// Whether that call was a modern request.
+    pub modern: bool,
+    pub out: Outbox,
+}
+
+/// What the server keeps per session: stdio has one (`Client::Stdio`); HTTP one per
+/// `Mcp-Session-Id`.
+#[derive(Default)]
+pub struct SessionState {
+    /// URIs of `resources/subscribe` (legacy).
+    pub subscribed: BTreeSet<String>,
+    /// HTTP: the GET stream.
+    pub get: Arc<GetSlot>,
+}
+
+/// Sessions, open and past, and the HTTP requests refused for their session id.
+#[derive(Default)]
+pub struct Sessions {
+    pub open: BTreeMap<Client, SessionState>,
+    pub opened: u64,
+    pub ended: u64,
+    /// HTTP requests refused with 400 for lack of an `Mcp-Session-Id`.
+    pub missing: u64,
+    /// HTTP requests refused with 404 for an unknown `Mcp-Session-Id`.
+    pub unknown: u64,
+    /// Stateless HTTP requests so far (each is its own `Client::Stateless`).
+    pub stateless: u64,
 }
 
 pub struct Server {
     pub config: Config,
     pub out: Outbox,
     pub recorder: Recorder,
-    pub subscribed: BTreeSet<String>,
+    /// Per-session state (subscriptions): one session in stdio mode.
+    pub sessions: Sessions,
     /// Updates emitted per URI; absent means 0.
     pub versions: BTreeMap<String, u64>,
     pub holds: HashSet<String>,
     pub held: Vec<HeldRead>,
     pub faults: HashMap<String, RpcError>,
-    /// Ids of `hang` calls that were never answered.
-    pub hung: Vec<Value>,
-    /// Outstanding `sampling/createMessage` id → the `sample` tool call's id, and
-    /// whether that call was a modern request.
-    pub sampling: BTreeMap<String, (Value, bool)>,
+    /// `hang` calls that were never answered.
+    pub hung: Vec<Parked>,
+    /// Outstanding `sampling/createMessage` id → the tool call waiting for its answer.
+    pub sampling: BTreeMap<String, Sampling>,
     pub next_sample: u64,
     /// Whether a legacy `initialize` happened (dual mode sends untagged notifications
     /// only then).
@@ -122,13 +335,29 @@ pub struct Server {
 }
 
 impl Server {
+    /// A stdio server writing to `tx`: one session, always open.
     pub fn new(config: Config, tx: UnboundedSender<Out>) -> Self {
+        let mut server = Server::with_outbox(config, Outbox::stdio(tx));
+        server
+            .sessions
+            .open
+            .insert(Client::Stdio, SessionState::default());
+        server.sessions.opened = 1;
+        server
+    }
+
+    /// An HTTP server: no session yet; each message brings its own [`Route`].
+    pub fn new_http(config: Config) -> Self {
+        Server::with_outbox(config, Outbox::nowhere())
+    }
+
+    fn with_outbox(config: Config, out: Outbox) -> Self {
         let recorder = Recorder::new(config.log_path.as_deref());
         Server {
             config,
-            out: Outbox(tx),
+            out,
             recorder,
-            subscribed: BTreeSet::new(),
+            sessions: Sessions::default(),
             versions: BTreeMap::new(),
             holds: HashSet::new(),
             held: Vec::new(),
@@ -158,6 +387,30 @@ impl Server {
                 return Flow::Continue;
             }
         };
+        self.handle_message(msg).await
+    }
+
+    /// HTTP: records and handles one message with its output going to `route`.
+    pub async fn handle_routed(&mut self, msg: Value, route: Route) -> Flow {
+        self.out = Outbox::http(route);
+        let flow = self.handle_message(msg).await;
+        // Drop this message's streams: only parked requests keep them open.
+        self.out = Outbox::nowhere();
+        flow
+    }
+
+    /// Whether a request is served the modern way (see the crate doc, Eras).
+    pub fn is_modern(&self, method: &str, params: &Value) -> bool {
+        match self.config.era {
+            Era::Legacy => false,
+            Era::Modern => true,
+            // `initialize` always opens a legacy session in dual mode.
+            Era::Dual => method != "initialize" && modern::is_modern_request(params),
+        }
+    }
+
+    /// Records and handles one parsed message.
+    async fn handle_message(&mut self, msg: Value) -> Flow {
         self.recorder.record(&msg);
         let Value::Object(obj) = msg else {
             // Batches (2025-03-26 only) are not supported by this test server.
@@ -186,12 +439,7 @@ impl Server {
     }
 
     async fn handle_request(&mut self, id: Value, method: &str, params: Value) -> Flow {
-        let modern = match self.config.era {
-            Era::Legacy => false,
-            Era::Modern => true,
-            // `initialize` always opens a legacy session in dual mode.
-            Era::Dual => method != "initialize" && modern::is_modern_request(&params),
-        };
+        let modern = self.is_modern(method, &params);
         if modern {
             let valid = if method == "initialize" {
                 let requested = params
@@ -229,11 +477,15 @@ impl Server {
             }
             "resources/read" => self.read_resource(id.clone(), &params, modern),
             "resources/subscribe" if !modern => Some(str_param(&params, "uri").map(|uri| {
-                self.subscribed.insert(uri.to_owned());
+                if let Some(session) = self.sessions.open.get_mut(&self.out.client()) {
+                    session.subscribed.insert(uri.to_owned());
+                }
                 json!({})
             })),
             "resources/unsubscribe" if !modern => Some(str_param(&params, "uri").map(|uri| {
-                self.subscribed.remove(uri);
+                if let Some(session) = self.sessions.open.get_mut(&self.out.client()) {
+                    session.subscribed.remove(uri);
+                }
                 json!({})
             })),
             "prompts/list" => {
@@ -270,7 +522,10 @@ impl Server {
                 } else {
                     Vec::new()
                 };
-                tools.extend(crate::tools::definitions(self.config.era));
+                tools.extend(crate::tools::definitions(
+                    self.config.era,
+                    self.config.http.is_some(),
+                ));
                 Some(Ok(json!({"tools": tools})))
             }
             "tools/call" => return self.call_tool(id, &params, modern).await,
@@ -300,29 +555,51 @@ impl Server {
         }
     }
 
-    /// Drops a parked request or an open listen (silently); cancelling a `sample` call
-    /// also cancels its `sampling/createMessage` towards the client.
+    /// Drops the sender's parked request or open listen `request_id` (silently);
+    /// cancelling a `sample` call also cancels its `sampling/createMessage` towards the
+    /// client.
     fn cancel(&mut self, request_id: &Value) {
-        self.held.retain(|h| h.id != *request_id);
-        self.hung.retain(|id| id != request_id);
-        self.cancel_listen(request_id);
+        self.cancel_as(self.out.client(), request_id);
+    }
+
+    /// [`Server::cancel`] for `client`'s request (HTTP: a modern request whose stream
+    /// the client closed).
+    pub fn cancel_as(&mut self, client: Client, request_id: &Value) {
+        let mine = |id: &Value, out: &Outbox| id == request_id && out.client() == client;
+        self.held.retain(|h| !mine(&h.id, &h.out));
+        self.hung.retain(|p| !mine(&p.id, &p.out));
+        self.cancel_listen(client, request_id);
         let sample = self
             .sampling
             .iter()
-            .find(|(_, (call_id, _))| call_id == request_id)
+            .find(|(_, s)| mine(&s.call_id, &s.out))
             .map(|(sample_id, _)| sample_id.clone());
-        if let Some(sample_id) = sample {
-            self.sampling.remove(&sample_id);
-            self.out.notify(
+        if let Some(sample) = sample.and_then(|id| self.sampling.remove_entry(&id)) {
+            let (sample_id, s) = sample;
+            s.out.notify_session(
                 "notifications/cancelled",
                 json!({"requestId": sample_id, "reason": "sample tool call cancelled"}),
             );
         }
     }
 
+    /// Forgets everything `client` left parked (its session ended): held reads, hangs,
+    /// sample calls and listens, whose streams then end without a response.
+    pub fn drop_parked(&mut self, client: Client) {
+        self.held.retain(|h| h.out.client() != client);
+        self.hung.retain(|p| p.out.client() != client);
+        self.sampling.retain(|_, s| s.out.client() != client);
+        self.drop_listens(client);
+    }
+
     /// A response from the client: completes a pending `sample` tool call.
     fn handle_response(&mut self, id: &Value, obj: &Map<String, Value>) {
-        let Some((call_id, modern)) = id.as_str().and_then(|s| self.sampling.remove(s)) else {
+        let Some(Sampling {
+            call_id,
+            modern,
+            out,
+        }) = id.as_str().and_then(|s| self.sampling.remove(s))
+        else {
             eprintln!("[scripted] ignoring response to unknown request {id}");
             return;
         };
@@ -333,7 +610,7 @@ impl Server {
                 "isError": true,
             }),
         };
-        self.out.reply(call_id, modern::mark(Ok(result), modern));
+        out.reply(call_id, modern::mark(Ok(result), modern));
     }
 
     fn initialize(&self, params: &Value) -> Value {
@@ -436,7 +713,13 @@ impl Server {
             reply
         };
         if self.holds.contains(&uri) {
-            self.held.push(HeldRead { uri, id, reply });
+            let out = self.out.clone();
+            self.held.push(HeldRead {
+                uri,
+                id,
+                reply,
+                out,
+            });
             None
         } else {
             Some(reply)

@@ -3,7 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::modern::{self, Era};
-use crate::server::{str_param, Flow, HeldRead, Reply, RpcError, Server};
+use crate::server::{str_param, Client, Flow, HeldRead, Parked, Reply, RpcError, Sampling, Server};
 
 /// Updates emitted by `emit_updates` between yields to the writer task.
 const UPDATES_PER_YIELD: u64 = 256;
@@ -17,8 +17,8 @@ fn tool(name: &str, description: &str, properties: Value, required: &[&str]) -> 
 }
 
 /// Every tool, as listed by `tools/list` (`ask` and `end_listens` only in dual and
-/// modern modes).
-pub fn definitions(era: Era) -> Vec<Value> {
+/// modern modes, `session` and `end_session` only in HTTP mode).
+pub fn definitions(era: Era, http: bool) -> Vec<Value> {
     let uri = json!({"type": "string", "description": "Resource URI"});
     let meta = json!({"type": "object", "description": "Sent as the notification's _meta"});
     let stamp = json!({
@@ -154,6 +154,20 @@ pub fn definitions(era: Era) -> Vec<Value> {
             &[],
         ));
     }
+    if http {
+        tools.push(tool(
+            "session",
+            "The caller's Mcp-Session-Id (s1, s2, ...), or \"stateless\"",
+            json!({}),
+            &[],
+        ));
+        tools.push(tool(
+            "end_session",
+            "Ends a session as DELETE does (default: the caller's); its next request gets 404",
+            json!({"session": {"type": "string", "description": "s<N>"}}),
+            &[],
+        ));
+    }
     tools
 }
 
@@ -255,7 +269,10 @@ impl Server {
                 Ok(text_result(format!("cleared {n} faults"))).into()
             }
             "hang" => {
-                self.hung.push(id.clone());
+                self.hung.push(Parked {
+                    id: id.clone(),
+                    out: self.out.clone(),
+                });
                 Outcome::Parked
             }
             "regional" => str_param(args, "region")
@@ -299,8 +316,12 @@ impl Server {
                 Ok(prompt) => {
                     let sample_id = format!("s{}", self.next_sample);
                     self.next_sample += 1;
-                    self.sampling
-                        .insert(sample_id.clone(), (id.clone(), modern));
+                    let waiting = Sampling {
+                        call_id: id.clone(),
+                        modern,
+                        out: self.out.clone(),
+                    };
+                    self.sampling.insert(sample_id.clone(), waiting);
                     self.out.request(
                         &sample_id,
                         "sampling/createMessage",
@@ -326,6 +347,16 @@ impl Server {
             }
             "ask" if self.config.era != Era::Legacy => self.ask(args, params, modern).into(),
             "end_listens" if self.config.era != Era::Legacy => self.end_listens(args).into(),
+            "session" if self.config.http.is_some() => {
+                let session = match self.out.client() {
+                    Client::Session(n) => format!("s{n}"),
+                    Client::Stdio | Client::Stateless(_) => "stateless".to_owned(),
+                };
+                let mut result = text_result(session.clone());
+                result["structuredContent"] = json!({"session": session});
+                Ok(result).into()
+            }
+            "end_session" if self.config.http.is_some() => self.end_session_tool(args).into(),
             n if self.config.conformance && crate::conformance::is_tool(n, self.config.era) => {
                 self.conformance_tool(id, n, args, params, modern)
             }
@@ -354,15 +385,15 @@ impl Server {
         if stamp && !params["_meta"].is_object() {
             params["_meta"] = json!({});
         }
-        let untagged = self.untagged_allowed();
+        // HTTP: sessions exist only after a legacy `initialize`, so it is always allowed.
+        let untagged = self.config.http.is_some() || self.untagged_allowed();
         for i in 1..=count {
             *self.versions.entry(uri.clone()).or_default() += 1;
             if stamp {
                 params["_meta"]["t"] = json!(unix_nanos());
             }
             if untagged {
-                self.out
-                    .notify("notifications/resources/updated", params.clone());
+                self.notify_sessions_updated(&uri, &params);
             }
             self.notify_listens_updated(&uri, &params);
             if i % UPDATES_PER_YIELD == 0 {
@@ -384,7 +415,12 @@ impl Server {
             )));
         }
         let method = format!("notifications/{kind}/list_changed");
-        if self.untagged_allowed() {
+        if self.config.http.is_some() {
+            let line = json!({"jsonrpc": "2.0", "method": method, "params": {}}).to_string();
+            for session in self.sessions.open.values() {
+                session.get.send(line.clone());
+            }
+        } else if self.untagged_allowed() {
             self.out.notify(&method, json!({}));
         }
         self.notify_listens_list_changed(kind);
@@ -400,7 +436,7 @@ impl Server {
         self.held = kept;
         let n = released.len();
         for h in released {
-            self.out.reply(h.id, h.reply);
+            h.out.reply(h.id, h.reply);
         }
         Ok(structured_result(json!({"uri": uri, "released": n})))
     }
@@ -489,8 +525,12 @@ impl Server {
                 Some((method, request)) => {
                     let request_id = format!("s{}", self.next_sample);
                     self.next_sample += 1;
-                    self.sampling
-                        .insert(request_id.clone(), (id.clone(), modern));
+                    let waiting = Sampling {
+                        call_id: id.clone(),
+                        modern,
+                        out: self.out.clone(),
+                    };
+                    self.sampling.insert(request_id.clone(), waiting);
                     self.out.request(&request_id, method, request);
                     Outcome::Parked
                 }
@@ -535,12 +575,76 @@ impl Server {
         Outcome::Parked
     }
 
-    /// The `stats` output:
-    /// `{name, era, counts, by_uri, tools, subscribed, versions, pending, listens}`.
+    /// Untagged `notifications/resources/updated`: stdout in stdio mode (whether or not
+    /// subscribed); in HTTP mode the GET stream of each session subscribed to `uri`.
+    fn notify_sessions_updated(&self, uri: &str, params: &Value) {
+        if self.config.http.is_none() {
+            self.out
+                .notify("notifications/resources/updated", params.clone());
+            return;
+        }
+        let mut line = None;
+        for session in self.sessions.open.values() {
+            if session.subscribed.contains(uri) {
+                let line = line.get_or_insert_with(|| {
+                    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params})
+                        .to_string()
+                });
+                session.get.send(line.clone());
+            }
+        }
+    }
+
+    /// `end_session {session?}`: ends a session as DELETE does.
+    fn end_session_tool(&mut self, args: &Value) -> Reply {
+        let client = match args.get("session") {
+            None | Some(Value::Null) => self.out.client(),
+            Some(v) => v
+                .as_str()
+                .and_then(crate::http::parse_session_id)
+                .map(Client::Session)
+                .ok_or_else(|| RpcError::invalid_params("`session` must be s<N>"))?,
+        };
+        let Client::Session(n) = client else {
+            return Err(RpcError::invalid_params(
+                "a stateless request has no session",
+            ));
+        };
+        if !self.end_session(n) {
+            return Err(RpcError::invalid_params(format!("no open session s{n}")));
+        }
+        Ok(text_result(format!("ended s{n}")))
+    }
+
+    /// The `stats` output: `{name, era, counts, by_uri, tools, subscribed, subscribers,
+    /// sessions, refused, versions, pending, listens}`.
     pub fn stats(&self) -> Value {
         let mut stats = self.recorder.stats();
         stats["name"] = json!(self.config.name);
-        stats["subscribed"] = json!(self.subscribed);
+        let mut subscribers = std::collections::BTreeMap::<&str, u64>::new();
+        for session in self.sessions.open.values() {
+            for uri in &session.subscribed {
+                *subscribers.entry(uri).or_default() += 1;
+            }
+        }
+        stats["subscribed"] = json!(subscribers.keys().collect::<Vec<_>>());
+        stats["subscribers"] = json!(subscribers);
+        let streams = self
+            .sessions
+            .open
+            .iter()
+            .filter(|(client, s)| **client == Client::Stdio || s.get.is_open())
+            .count();
+        stats["sessions"] = json!({
+            "opened": self.sessions.opened,
+            "open": self.sessions.open.len(),
+            "ended": self.sessions.ended,
+            "streams": streams,
+        });
+        stats["refused"] = json!({
+            "missing_session": self.sessions.missing,
+            "unknown_session": self.sessions.unknown,
+        });
         stats["versions"] = json!(self.versions);
         stats["pending"] = json!({
             "held_reads": self.held.len(),

@@ -1,0 +1,334 @@
+//! A fleet of three `mcpmux serve` instances sharing one scripted Streamable HTTP
+//! upstream over a real `nats-server` (JetStream): one upstream subscription and one
+//! upstream read per change for the whole fleet, updates to every holder on every
+//! instance and nobody else, and a killed owner replaced within the lease without
+//! losing a holder. What the upstream saw is read from its own `stats`.
+
+mod common;
+#[path = "interop/harness.rs"]
+mod harness;
+
+use std::time::Instant;
+
+use common::fleet::{HttpUpstream, Nats};
+use common::http::{Daemon, HttpClient};
+use common::EVENT_TIMEOUT;
+use serde_json::{json, Value};
+
+const URI: &str = "test://static/1";
+const LEASE_MS: u64 = 1500;
+
+fn fleet_config(nats: &str, fleet: &str, upstream: &str) -> String {
+    format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[fleet]\nnats = \"{nats}\"\nname = \"{fleet}\"\nlease_ms = {LEASE_MS}\n\n[servers.up]\nurl = \"{upstream}\"\n"
+    )
+}
+
+fn fleet_name() -> String {
+    format!("t{}", std::process::id())
+}
+
+async fn stats(c: &mut HttpClient) -> Value {
+    c.tool("stats", json!({})).await
+}
+
+/// Polls the upstream's stats until `ok` holds.
+async fn stats_until(c: &mut HttpClient, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let s = stats(c).await;
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "timed out waiting for {what}: {s}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+async fn subscribe_all(clients: &mut [HttpClient]) {
+    for c in clients {
+        let r = c.call("resources/subscribe", json!({"uri": URI})).await;
+        assert_eq!(r["result"], json!({}), "{r}");
+    }
+}
+
+#[tokio::test]
+async fn three_instances_share_one_subscription_and_one_read_per_change() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url);
+    let mut instances = vec![];
+    for _ in 0..3 {
+        instances.push(Daemon::start(&cfg).await);
+    }
+    // 10 holders per instance; the first instance's first holder takes the lease.
+    let mut holders: Vec<Vec<HttpClient>> = vec![];
+    for d in &instances {
+        let mut cs = vec![];
+        for _ in 0..10 {
+            cs.push(HttpClient::connect(&d.url, json!({})).await);
+        }
+        subscribe_all(&mut cs).await;
+        holders.push(cs);
+    }
+    let mut bystanders = vec![];
+    for d in &instances {
+        bystanders.push(HttpClient::connect(&d.url, json!({})).await);
+    }
+    let s = stats(&mut bystanders[0]).await;
+    assert_eq!(
+        s["counts"]["resources/subscribe"], 1,
+        "one upstream subscription for 30 holders on 3 instances: {s}"
+    );
+
+    // One update reaches all 30, through the owner's one upstream session.
+    bystanders[1]
+        .tool("emit_update", json!({"uri": URI, "meta": {"n": 1}}))
+        .await;
+    for cs in &mut holders {
+        for c in cs.iter_mut() {
+            let ev = c.next_event().await;
+            assert_eq!(ev["params"]["uri"], URI, "{ev}");
+            assert_eq!(ev["params"]["_meta"]["n"], 1);
+        }
+    }
+    // 30 readers after the update: one upstream read for the fleet.
+    let before = stats(&mut bystanders[0]).await["by_uri"]["resources/read"][URI]
+        .as_u64()
+        .unwrap_or(0);
+    for cs in &mut holders {
+        let reads = cs
+            .iter_mut()
+            .map(|c| c.call("resources/read", json!({"uri": URI})));
+        for r in futures_util::future::join_all(reads).await {
+            assert_eq!(
+                r["result"]["contents"][0]["text"],
+                format!("{URI} v1"),
+                "{r}"
+            );
+        }
+    }
+    let s = stats(&mut bystanders[0]).await;
+    let reads = s["by_uri"]["resources/read"][URI].as_u64().unwrap_or(0) - before;
+    assert_eq!(reads, 1, "one upstream read for 30 readers: {s}");
+    // Nobody else heard of it.
+    for b in &mut bystanders {
+        assert!(
+            b.received()
+                .iter()
+                .all(|m| m["method"] != "notifications/resources/updated"),
+            "a bystander got the update"
+        );
+    }
+    drop(holders);
+    drop(instances);
+    drop(nats);
+}
+
+#[tokio::test]
+async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url);
+    let mut instances = vec![];
+    for _ in 0..3 {
+        instances.push(Daemon::start(&cfg).await);
+    }
+    let mut holders: Vec<Vec<HttpClient>> = vec![];
+    for d in &instances {
+        let mut cs = vec![];
+        for _ in 0..10 {
+            cs.push(HttpClient::connect(&d.url, json!({})).await);
+        }
+        subscribe_all(&mut cs).await;
+        holders.push(cs);
+    }
+    let mut watcher = HttpClient::connect(&instances[1].url, json!({})).await;
+    let s = stats(&mut watcher).await;
+    assert_eq!(s["counts"]["resources/subscribe"], 1, "{s}");
+
+    // The first instance took the lease: kill it without a goodbye.
+    let killed = Instant::now();
+    let mut owner = instances.remove(0);
+    owner.child.kill().await.unwrap();
+    let _dead = holders.remove(0);
+    // Another instance owns the key within the lease: a second upstream subscribe.
+    let s = stats_until(&mut watcher, "a new owner's subscribe", |s| {
+        s["counts"]["resources/subscribe"] == 2
+    })
+    .await;
+    let took = killed.elapsed();
+    assert!(
+        took.as_millis() < u128::from(LEASE_MS) * 4,
+        "takeover took {took:?} (lease {LEASE_MS} ms): {s}"
+    );
+    // Holders were told the URI may have changed; then updates flow again to all 20.
+    watcher
+        .tool("emit_update", json!({"uri": URI, "meta": {"n": 2}}))
+        .await;
+    for cs in &mut holders {
+        for c in cs.iter_mut() {
+            let start = Instant::now();
+            loop {
+                let ev = c.next_event().await;
+                if ev["params"]["_meta"]["n"] == 2 {
+                    break;
+                }
+                assert!(
+                    start.elapsed() < EVENT_TIMEOUT,
+                    "no update after the takeover"
+                );
+            }
+        }
+    }
+    // Everyone leaves: the new owner releases; nothing stays subscribed by a live
+    // session, and no lease is left.
+    for cs in &mut holders {
+        for c in cs.iter_mut() {
+            c.call("resources/unsubscribe", json!({"uri": URI})).await;
+        }
+    }
+    stats_until(&mut watcher, "the last upstream unsubscribe", |s| {
+        s["counts"]["resources/unsubscribe"] == 1
+    })
+    .await;
+    drop(owner);
+    drop(nats);
+}
+
+/// Whether a lease for `uri` of upstream `up` is in the fleet's leases bucket.
+async fn leased(js: &async_nats::jetstream::Context, fleet: &str, uri: &str) -> bool {
+    let Ok(bucket) = js
+        .get_key_value(mcpmux::fleet::keys::lease_bucket(fleet))
+        .await
+    else {
+        return false;
+    };
+    let kid = mcpmux::fleet::keys::key_id("up", uri);
+    matches!(
+        bucket.entry(kid).await,
+        Ok(Some(e)) if e.operation == async_nats::jetstream::kv::Operation::Put
+    )
+}
+
+#[tokio::test]
+async fn nats_stopped_and_restarted_instances_fall_back_and_rejoin() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url);
+    let mut instances = vec![];
+    for _ in 0..3 {
+        instances.push(Daemon::start(&cfg).await);
+    }
+    let mut holders = vec![];
+    for d in &instances {
+        let mut c = vec![HttpClient::connect(&d.url, json!({})).await];
+        subscribe_all(&mut c).await;
+        holders.push(c.pop().unwrap());
+    }
+    let mut watcher = HttpClient::connect(&instances[2].url, json!({})).await;
+    assert_eq!(stats(&mut watcher).await["subscribers"][URI], 1);
+
+    // NATS goes away: every instance holds its subscription directly.
+    let port = nats.stop().await;
+    stats_until(&mut watcher, "every instance subscribed directly", |s| {
+        s["subscribers"][URI] == 3
+    })
+    .await;
+    watcher
+        .tool("emit_update", json!({"uri": URI, "meta": {"n": "away"}}))
+        .await;
+    for c in &mut holders {
+        let start = Instant::now();
+        while c.next_event().await["params"]["_meta"]["n"] != "away" {
+            assert!(start.elapsed() < EVENT_TIMEOUT);
+        }
+    }
+
+    // NATS is back (same port): they rejoin, one subscription again, and the last
+    // update reaches every holder.
+    let _nats = Nats::start_on(port).await;
+    stats_until(&mut watcher, "one subscription after the rejoin", |s| {
+        s["subscribers"][URI] == 1
+    })
+    .await;
+    watcher
+        .tool("emit_update", json!({"uri": URI, "meta": {"n": "back"}}))
+        .await;
+    for c in &mut holders {
+        let start = Instant::now();
+        while c.next_event().await["params"]["_meta"]["n"] != "back" {
+            assert!(
+                start.elapsed() < EVENT_TIMEOUT,
+                "a holder missed the last update"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn leases_follow_holders_across_instances() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let fleet = fleet_name() + "m";
+    let cfg = fleet_config(&nats.url(), &fleet, &up.url);
+    let mut instances = vec![];
+    for _ in 0..3 {
+        instances.push(Daemon::start(&cfg).await);
+    }
+    let uris = ["test://static/1", "test://static/2", "test://static/3"];
+    // Two clients per instance; model: held[instance][client][uri].
+    let mut clients = vec![];
+    for d in &instances {
+        clients.push(vec![
+            HttpClient::connect(&d.url, json!({})).await,
+            HttpClient::connect(&d.url, json!({})).await,
+        ]);
+    }
+    let mut held = [[[false; 3]; 2]; 3];
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = |n: u64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (seed >> 33) % n
+    };
+    for step in 0..40 {
+        let (i, c, u) = (next(3) as usize, next(2) as usize, next(3) as usize);
+        let method = if held[i][c][u] {
+            "resources/unsubscribe"
+        } else {
+            "resources/subscribe"
+        };
+        let r = clients[i][c].call(method, json!({"uri": uris[u]})).await;
+        assert_eq!(r["result"], json!({}), "step {step}: {r}");
+        held[i][c][u] = !held[i][c][u];
+        // Quiet point: exactly one lease per URI held anywhere, none otherwise.
+        for (k, uri) in uris.iter().enumerate() {
+            let want = held.iter().any(|inst| inst.iter().any(|cl| cl[k]));
+            let start = Instant::now();
+            while leased(&js, &fleet, uri).await != want {
+                assert!(
+                    start.elapsed() < EVENT_TIMEOUT,
+                    "step {step}: {uri} held = {want} but the lease says otherwise"
+                );
+                tokio::task::yield_now().await;
+            }
+        }
+    }
+    // Upstream: one subscription per held URI.
+    let s = stats(&mut clients[0][0]).await;
+    for (k, uri) in uris.iter().enumerate() {
+        let want = held.iter().any(|inst| inst.iter().any(|cl| cl[k]));
+        let n = s["subscribers"][uri].as_u64().unwrap_or(0);
+        assert_eq!(n, u64::from(want), "{uri}: {s}");
+    }
+}

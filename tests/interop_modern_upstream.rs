@@ -209,7 +209,7 @@ fn bodies_or_lines(entries: &[Value]) -> Vec<Value> {
 
 /// Runs `both_eras.mjs URL --pause`; at its "holding" line, `at_holding` looks at the
 /// upstream before the script goes on. Returns the script's result and run.
-fn run_both_eras(url: &str, mut at_holding: impl FnMut()) -> (Run, Option<Value>) {
+fn run_both_eras(url: &str, mcpmux: &Mcpmux, mut at_holding: impl FnMut()) -> (Run, Option<Value>) {
     let script = interop_dir().join("both_eras.mjs").display().to_string();
     let mut held = false;
     let run = run_peer_interactive(
@@ -226,7 +226,11 @@ fn run_both_eras(url: &str, mut at_holding: impl FnMut()) -> (Run, Option<Value>
             }
         },
     );
-    assert!(held, "both_eras.mjs never reached its holding step");
+    assert!(
+        held,
+        "never reached its holding step: {}",
+        run.report("both_eras.mjs", mcpmux)
+    );
     let result = run
         .stdout
         .lines()
@@ -421,7 +425,7 @@ fn legacy_and_modern_clients_share_one_listen_on_a_modern_http_server() {
     ));
 
     let mut at_holding: Option<Vec<Value>> = None;
-    let (run, result) = run_both_eras(&url, || {
+    let (run, result) = run_both_eras(&url, &mcpmux, || {
         at_holding = Some(bodies(&lines_until(
             &trace,
             "a listen covering the URI",
@@ -491,7 +495,7 @@ fn legacy_and_modern_clients_share_one_listen_on_a_modern_stdio_server() {
     ));
 
     let mut at_holding: Option<Vec<Value>> = None;
-    let (run, result) = run_both_eras(&url, || {
+    let (run, result) = run_both_eras(&url, &mcpmux, || {
         at_holding = Some(lines_until(&log, "a listen covering the URI", |m| {
             !listens_covering(m, URI).is_empty()
         }));

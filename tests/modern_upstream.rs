@@ -432,6 +432,39 @@ async fn a_refused_uri_gets_a_clear_error_and_the_probe_reports_each_era() {
     );
 }
 
+/// A modern-only stdio server that answers the era probe only after mcpmux stopped
+/// waiting for it (slow to start: a loaded machine, a cold `npx`) is still used as a
+/// 2026-07-28 server: its late `server/discover` answer wins over the handshake that
+/// mcpmux began meanwhile, which the server refuses.
+#[tokio::test]
+async fn a_modern_stdio_server_slower_than_the_probe_is_still_modern() {
+    let d = Daemon::start(&scripted_config(
+        LISTEN,
+        "[restart]\ninit_timeout_ms = 300\n",
+        "env = { SCRIPTED_ERA = \"modern\", SCRIPTED_SLOW_START = \"1\" }\n",
+    ))
+    .await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let echo = c.tool("echo", json!({"text": "late"})).await;
+    assert!(echo.to_string().contains("late"), "{echo}");
+    let stats = c.tool("stats", json!({})).await;
+    assert_eq!(stats["era"], "modern", "{stats}");
+    // The probe, then the handshake begun when the probe's wait ran out; one process
+    // (no restart): one discover, one initialize.
+    assert_eq!(stats["counts"]["server/discover"], 1, "{stats}");
+    assert_eq!(stats["counts"]["initialize"], 1, "{stats}");
+    let r = c.call("resources/subscribe", json!({"uri": URI})).await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    let stats = stats_until(&mut c, "a listen covering the URI", |s| {
+        listens_covering(s, URI) == 1
+    })
+    .await;
+    assert!(
+        stats["counts"].get("resources/subscribe").is_none(),
+        "{stats}"
+    );
+}
+
 #[tokio::test]
 async fn mcpmux_discover_merges_the_modern_upstreams_cache_hints() {
     let extra = "env = { SCRIPTED_ERA = \"modern\", SCRIPTED_TTL_MS = \"5000\", SCRIPTED_CACHE_SCOPE = \"public\" }\nttl_ms = 99\n";

@@ -176,22 +176,34 @@ async fn the_views_are_behind_the_same_guard() {
 #[tokio::test]
 async fn mcpmux_status_against_a_daemon_and_against_nothing() {
     let d = Daemon::start(&scripted_config(LISTEN, "", "")).await;
-    let out = tokio::time::timeout(
-        EVENT_TIMEOUT,
-        tokio::process::Command::new(mcpmux_bin())
-            .args(["status", "--url", &d.url])
-            .output(),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(text.contains("scripted") && text.contains("up"), "{text}");
+    // The daemon listens before its upstream has finished its handshake; while the
+    // upstream is still `starting` the command says so and exits non-zero. Wait for
+    // the upstream to come up (bounded), then the command must succeed.
+    let start = std::time::Instant::now();
+    loop {
+        let out = tokio::time::timeout(
+            EVENT_TIMEOUT,
+            tokio::process::Command::new(mcpmux_bin())
+                .args(["status", "--url", &d.url])
+                .output(),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        if text.contains("starting") {
+            assert!(!out.status.success(), "{text}");
+            assert!(start.elapsed() < EVENT_TIMEOUT, "never up: {text}");
+            continue;
+        }
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("scripted") && text.contains("up"), "{text}");
+        break;
+    }
 
     // A port nobody listens on.
     let free = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

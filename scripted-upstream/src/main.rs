@@ -296,6 +296,7 @@
 //! | `SCRIPTED_NO_SUBSCRIBE=1` | off | declare `resources: {listChanged: true}` without `subscribe` (subscribe requests are still answered `{}`) |
 //! | `SCRIPTED_LOG=<path>` | none | append every received line to this file, flushed per line |
 //! | `SCRIPTED_CRASH_ON_START=1` | off | exit 3 right after reading (and logging) the first line |
+//! | `SCRIPTED_SLOW_START=1` | off | answer the first line (a client's era probe) only after the second has arrived, then both in order: a server still starting when its client stopped waiting for the first answer |
 //! | `SCRIPTED_IGNORE_EOF=1` | off | keep running after stdin closes, until SIGTERM, which is recorded in `SCRIPTED_LOG` as the line `<sigterm>` before exiting 0 (to test how a client stops a server that does not exit on EOF) |
 //! | `SCRIPTED_CONFORMANCE=1` | off | also offer the MCP conformance suite's fixtures (Conformance fixtures above; with `SCRIPTED_ERA=dual` or `modern` also the MRTR and diagnostic ones) |
 //! | `SCRIPTED_ERA` | `legacy` | `legacy`, `dual` or `modern` (see Eras; anything else: warning, `legacy`) |
@@ -459,6 +460,9 @@ pub struct Config {
     pub page_size: usize,
     pub log_path: Option<PathBuf>,
     pub crash_on_start: bool,
+    /// Answer the first line only once the second has arrived (a server still
+    /// starting when its client gave up waiting for the first answer).
+    pub slow_start: bool,
     pub ignore_eof: bool,
     pub conformance: bool,
     pub era: Era,
@@ -484,6 +488,7 @@ impl Config {
                 .filter(|p| !p.is_empty())
                 .map(PathBuf::from),
             crash_on_start: env_flag("SCRIPTED_CRASH_ON_START"),
+            slow_start: env_flag("SCRIPTED_SLOW_START"),
             ignore_eof: env_flag("SCRIPTED_IGNORE_EOF"),
             conformance: env_flag("SCRIPTED_CONFORMANCE"),
             era: match std::env::var("SCRIPTED_ERA") {
@@ -518,6 +523,7 @@ impl Config {
             page_size: 100,
             log_path: None,
             crash_on_start: false,
+            slow_start: false,
             ignore_eof: false,
             conformance: false,
             era,
@@ -632,6 +638,9 @@ async fn main() {
     }
     let crash_on_start = config.crash_on_start;
     let ignore_eof = config.ignore_eof;
+    // SCRIPTED_SLOW_START: the first line waits here until the second arrives.
+    let mut held_first: Option<String> = None;
+    let mut slow_start = config.slow_start;
     let (tx, rx) = mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx));
     let mut server = Server::new(config, tx);
@@ -658,9 +667,15 @@ async fn main() {
             eprintln!("[scripted] SCRIPTED_CRASH_ON_START: exiting with 3");
             std::process::exit(3);
         }
-        if server.handle_line(line).await == Flow::Exit {
-            // The writer flushes what is queued and exits the process.
-            std::future::pending::<()>().await;
+        if std::mem::take(&mut slow_start) {
+            held_first = Some(line.to_owned());
+            continue;
+        }
+        for line in held_first.take().iter().map(String::as_str).chain([line]) {
+            if server.handle_line(line).await == Flow::Exit {
+                // The writer flushes what is queued and exits the process.
+                std::future::pending::<()>().await;
+            }
         }
     }
     if ignore_eof {

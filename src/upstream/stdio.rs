@@ -36,6 +36,14 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The id of the proxy's own `initialize` request on each upstream session.
 const INIT_ID: &str = "\"mcpmux-initialize\"";
 
+/// How a handshake after the era probe ended.
+enum Handshake {
+    /// `initialize` answered: a legacy session.
+    Legacy(InitInfo),
+    /// The probe's `server/discover` was answered after all, naming 2026-07-28.
+    LateDiscover(InitInfo),
+}
+
 pub(crate) struct StdioUpstream {
     pub id: UpstreamId,
     pub config: ServerConfig,
@@ -130,7 +138,10 @@ impl StdioUpstream {
         let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
 
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
-        let discovered = match self.config.protocol {
+        // Whether the probe went unanswered in time: its answer may still come (a
+        // server slow to start), and the handshake then takes it.
+        let mut probe_pending = false;
+        let mut discovered = match self.config.protocol {
             UpstreamProtocol::Legacy => None,
             protocol => {
                 let wait = if protocol == UpstreamProtocol::Modern {
@@ -143,7 +154,10 @@ impl StdioUpstream {
                     r = probe => match r {
                         Ok(Ok(v)) => v,
                         Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
-                        Err(_) => Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis())),
+                        Err(_) => {
+                            probe_pending = true;
+                            Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis()))
+                        }
                     },
                     status = child.wait() => return SessionEnd::Died(exit_text(status)),
                     _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
@@ -161,6 +175,31 @@ impl StdioUpstream {
                 }
             }
         };
+        let mut legacy = None;
+        if discovered.is_none() {
+            let handshake = tokio::time::timeout(
+                init_timeout,
+                self.handshake(&mut writer, &mut reader, probe_pending),
+            );
+            match tokio::select! {
+                r = handshake => match r {
+                    Ok(Ok(h)) => h,
+                    Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
+                    Err(_) => {
+                        let e = format!("no answer to initialize within {} ms (restart.init_timeout_ms)", init_timeout.as_millis());
+                        return self.stop(child, writer, SessionEnd::Died(e)).await;
+                    }
+                },
+                status = child.wait() => return SessionEnd::Died(exit_text(status)),
+                _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
+            } {
+                Handshake::Legacy(info) => legacy = Some(info),
+                Handshake::LateDiscover(info) => {
+                    tracing::debug!(upstream = %name, "server/discover answered after the probe's wait; the server is modern");
+                    discovered = Some(info);
+                }
+            }
+        }
         if let Some(info) = discovered {
             tracing::info!(upstream = %name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
@@ -178,20 +217,7 @@ impl StdioUpstream {
                 .await;
             return self.stop(child, writer, end).await;
         }
-        let handshake =
-            tokio::time::timeout(init_timeout, self.handshake(&mut writer, &mut reader));
-        let info = tokio::select! {
-            r = handshake => match r {
-                Ok(Ok(info)) => info,
-                Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
-                Err(_) => {
-                    let e = format!("no answer to initialize within {} ms (restart.init_timeout_ms)", init_timeout.as_millis());
-                    return self.stop(child, writer, SessionEnd::Died(e)).await;
-                }
-            },
-            status = child.wait() => return SessionEnd::Died(exit_text(status)),
-            _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
-        };
+        let info = legacy.expect("a handshake, when nothing was discovered");
         tracing::debug!(upstream = %name, era = "legacy", version = %info.protocol_version, "upstream session started");
         if self
             .hub
@@ -355,11 +381,16 @@ impl StdioUpstream {
                             None => return SessionEnd::Shutdown,
                         },
                         frame = reader.next() => match frame {
-                            Some(Ok(Frame::Line(line))) => {
-                                if let Some(msg) = parse_line(name, &line) {
-                                    core.on_message(msg, Related::Unknown, Instant::now(), &mut acts);
+                            Some(Ok(Frame::Line(line))) => match parse_line(name, &line) {
+                                // The answer to a handshake begun before a late
+                                // `server/discover` answer made the session modern.
+                                Some(msg) if msg.kind() == Kind::Response
+                                    && msg.id().is_some_and(|i| i.as_json() == INIT_ID) => {
+                                    tracing::debug!(upstream = %name, "answer to the abandoned initialize ignored");
                                 }
-                            }
+                                Some(msg) => core.on_message(msg, Related::Unknown, Instant::now(), &mut acts),
+                                None => {}
+                            },
                             Some(Ok(Frame::TooLong)) => {
                                 tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
                             }
@@ -407,12 +438,17 @@ impl StdioUpstream {
 
     /// Sends `initialize`, waits for its answer (answering pings, logging anything
     /// else), then sends `notifications/initialized`.
+    /// With `probe_pending` (the `server/discover` probe went unanswered in time), a
+    /// late answer to it that names 2026-07-28 wins over the handshake: the server
+    /// was only slow to start (its answer to `initialize`, if any, is then ignored).
     async fn handshake(
         &self,
         writer: &mut FramedWrite<ChildStdin, JsonLines>,
         reader: &mut FramedRead<ChildStdout, JsonLines>,
-    ) -> Result<InitInfo, String> {
+        probe_pending: bool,
+    ) -> Result<Handshake, String> {
         let init_id = RawId::parse(INIT_ID).expect("valid id");
+        let discover_id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
         let params = super::initialize_params(&self.config);
         let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
         writer
@@ -430,6 +466,14 @@ impl StdioUpstream {
                 continue;
             };
             match msg.kind() {
+                Kind::Response if probe_pending && msg.id() == Some(&discover_id) => {
+                    match super::probe::read_discover(&msg) {
+                        Verdict::Modern(info) => return Ok(Handshake::LateDiscover(info)),
+                        Verdict::Legacy(why) => {
+                            tracing::debug!(upstream = %self.config.name, %why, "late server/discover answer: not modern");
+                        }
+                    }
+                }
                 Kind::Response if msg.id() == Some(&init_id) => {
                     let info = InitInfo::from_answer(&msg)?;
                     let note = Message::notification(methods::INITIALIZED, None);
@@ -437,7 +481,7 @@ impl StdioUpstream {
                         .send(note.to_bytes())
                         .await
                         .map_err(|e| format!("writing initialized failed: {e}"))?;
-                    return Ok(info);
+                    return Ok(Handshake::Legacy(info));
                 }
                 Kind::Request if msg.method() == Some(methods::PING) => {
                     let pong = Message::response(msg.id().expect("requests have ids"), &json!({}));

@@ -662,6 +662,185 @@ pub fn run_peer_interactive(
     }
 }
 
+/// A peer script that runs alongside the test rather than to completion first: its stdout
+/// lines arrive as it prints them ([`Peer::wait_line`]), the test answers on its stdin
+/// ([`Peer::send_line`]), and [`Peer::finish`] reaps it (bounded). Its process group is
+/// SIGKILLed on drop unless it was reaped, so a failing test never leaves it behind.
+pub struct Peer {
+    what: String,
+    pid: u32,
+    child: Option<Child>,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    stdout: String,
+    stderr: Arc<Mutex<String>>,
+    stderr_done: mpsc::Receiver<()>,
+}
+
+impl Peer {
+    pub fn spawn(program: &Path, args: &[&str]) -> Peer {
+        let mut child = Command::new(program)
+            .args(args)
+            .current_dir(manifest_dir())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .own_process_group()
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+        let stdin = child.stdin.take();
+        let out = child.stdout.take().expect("stdout");
+        let err = child.stderr.take().expect("stderr");
+        let (line_tx, lines) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if line_tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let sink = stderr.clone();
+        let (done_tx, stderr_done) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(mut s) = sink.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            }
+            let _ = done_tx.send(());
+        });
+        Peer {
+            what: format!("{} {args:?}", program.display()),
+            pid: child.id(),
+            child: Some(child),
+            stdin,
+            lines,
+            stdout: String::new(),
+            stderr,
+            stderr_done,
+        }
+    }
+
+    /// What it printed so far (stdout, then stderr), for failure messages.
+    pub fn output(&self) -> String {
+        format!(
+            "{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.what,
+            self.stdout,
+            self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
+        )
+    }
+
+    /// Waits (bounded by `timeout`) for a stdout line for which `ok` holds and returns it;
+    /// the lines before it are kept for [`Peer::output`] and the final [`Run`].
+    pub fn wait_line(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        ok: impl Fn(&str) -> bool,
+    ) -> String {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    self.stdout.push_str(&line);
+                    self.stdout.push('\n');
+                    if ok(&line) {
+                        return line;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!(
+                    "the peer printed no {what} within {timeout:?}\n{}",
+                    self.output()
+                ),
+                Err(mpsc::RecvTimeoutError::Disconnected) => panic!(
+                    "the peer closed stdout before printing {what}\n{}",
+                    self.output()
+                ),
+            }
+        }
+    }
+
+    /// Writes one line to its stdin.
+    pub fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open until finish");
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
+            .unwrap_or_else(|e| panic!("write {line:?} to the peer: {e}\n{}", self.output()));
+    }
+
+    /// Closes its stdin, reads the rest of its stdout and reaps it, all within `timeout`
+    /// (else its process group is killed and the test fails).
+    pub fn finish(mut self, timeout: Duration) -> Run {
+        let deadline = Instant::now() + timeout;
+        drop(self.stdin.take());
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => {
+                    self.stdout.push_str(&line);
+                    self.stdout.push('\n');
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    panic!(
+                        "the peer did not finish within {timeout:?}\n{}",
+                        self.output()
+                    )
+                }
+            }
+        }
+        // stdout is closed: it is exiting. Still bounded, in case it closed stdout early.
+        let mut child = self.child.take().expect("not reaped yet");
+        let (tx, rx) = mpsc::channel();
+        let waiter = std::thread::spawn(move || {
+            let status = child.wait();
+            let _ = tx.send(());
+            status
+        });
+        if rx
+            .recv_timeout(
+                deadline.saturating_duration_since(Instant::now()) + Duration::from_secs(5),
+            )
+            .is_err()
+        {
+            kill_group(self.pid);
+            panic!("the peer closed stdout but did not exit\n{}", self.output());
+        }
+        let status = waiter
+            .join()
+            .expect("waiter thread")
+            .expect("wait for peer");
+        // Its stderr ends with it (bounded: a leftover grandchild could hold the pipe).
+        let _ = self.stderr_done.recv_timeout(Duration::from_secs(5));
+        let stderr = self.stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        Run {
+            status,
+            stdout: std::mem::take(&mut self.stdout),
+            stderr,
+        }
+    }
+}
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            kill_group(self.pid);
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 /// The peer's last stdout line as JSON (its result).
 pub fn result_json(run: &Run, context: &dyn Fn() -> String) -> Value {
     let line = run.stdout.lines().last().unwrap_or_default();

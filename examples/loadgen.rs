@@ -5,17 +5,21 @@
 //! ```text
 //! cargo build --release --bins --examples
 //! target/release/examples/loadgen <scenario> [options]
-//!   scenarios: storm | fanout | read-storm | modern-upstream | metrics | forwarding | memory | all
-//!   --clients 1,10,100     client counts (storm, fanout, read-storm, modern-upstream)
+//!   scenarios: storm | fanout | read-storm | modern-upstream | metrics | forwarding | memory
+//!              | fleet | peer | all
+//!   --clients 1,10,100     client counts (storm, fanout, read-storm, modern-upstream, fleet)
 //!   --updates K            burst size per fanout row (default: 500,000 / N, 1,000..20,000)
-//!   --iso E                isolated updates per fanout row (default 50)
-//!   --rounds K             update+re-read rounds per read-storm row, read rounds per
-//!                          TTL read-storm row (default 50)
+//!   --iso E                isolated updates per fanout and fleet row (default 50)
+//!   --rounds K             update+re-read rounds per read-storm and fleet row, read
+//!                          rounds per TTL read-storm row (default 50)
 //!   --calls M              echo round trips per forwarding path (default 5,000)
 //!   --sessions 1000,10000  idle sessions per memory row
 //!   --uris U               URIs each of the first memory row's sessions subscribes to (default 100)
 //!   --peer PATH            `peer`: path of npm mcp-proxy's dist/bin/mcp-proxy.mjs
 //!                          (default $MCP_PROXY_MJS); `peer` is skipped by `all` without it
+//!   `fleet` needs a nats-server ($NATS_SERVER, else tests/interop/.venv/bin/nats-server,
+//!   installed by `bash tests/interop/setup.sh`): skipped with a message (and by `all`,
+//!   and by --smoke) without one
 //!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
 //!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
@@ -26,7 +30,8 @@
 //! stay one command. Both runtimes have 2 workers on a 2-core machine, so the clients'
 //! CPU still competes with the proxy's (as in any same-machine benchmark); the raw
 //! baseline gets exactly the same arrangement and clients, so the ratio is fair.
-//! `memory` runs `mcpmux serve` as a child process instead, so its RSS is the proxy's.
+//! `memory` runs `mcpmux serve` as a child process instead, so its RSS is the proxy's;
+//! so does `fleet`, whose instances are separate processes (see `loadgen/fleet.rs`).
 //!
 //! The scripted upstream and `mcpmux` are found next to this executable's parent
 //! directory (`target/<profile>/`), so build the bins first (command above).
@@ -39,6 +44,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use harness::client::Parse;
+use harness::fleet::{fleet_row, Side};
 use harness::memory::memory;
 use harness::peer::{peer_echo, peer_fanout, peer_storm};
 use harness::proxy::{config_toml, Limits, Proxy};
@@ -109,7 +115,7 @@ fn parse_args() -> Result<Args> {
             "--no-raw" => a.no_raw = true,
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
-                println!("usage: loadgen storm|fanout|read-storm|forwarding|memory|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
+                println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
                 std::process::exit(0);
             }
             s if !s.starts_with('-') && a.scenario.is_empty() => a.scenario = s.to_owned(),
@@ -174,6 +180,10 @@ fn main() -> Result<()> {
 async fn run(args: &Args, env: &Env) -> Result<()> {
     if args.smoke {
         smoke(env).await?;
+        match harness::fleet::peers(env) {
+            Ok(peers) => harness::fleet::smoke(env, &peers).await?,
+            Err(why) => eprintln!("loadgen --smoke: fleet skipped: {why}"),
+        }
         println!("loadgen --smoke: all counts as expected");
         return Ok(());
     }
@@ -204,6 +214,14 @@ async fn run(args: &Args, env: &Env) -> Result<()> {
     }
     if run_it("memory") {
         run_memory(args, env).await?;
+    }
+    if args.scenario == "fleet" || all {
+        known = true;
+        match harness::fleet::peers(env) {
+            Ok(peers) => run_fleet(args, env, &peers).await?,
+            Err(why) if all => eprintln!("loadgen all: fleet skipped: {why}"),
+            Err(why) => println!("\n### fleet: skipped ({why})"),
+        }
     }
     if args.scenario == "peer" || (all && args.peer.is_some()) {
         known = true;
@@ -519,6 +537,60 @@ async fn run_memory(args: &Args, env: &Env) -> Result<()> {
             r.with_subscriptions.map_or("–".into(), mib),
             r.per_subscription()
                 .map_or("–".into(), |b| group(b.round() as u64))
+        );
+    }
+    Ok(())
+}
+
+/// N clients over three instances with one `[fleet]`, beside one instance holding all
+/// N and three instances without `[fleet]`, in one run (`loadgen/fleet.rs`).
+async fn run_fleet(args: &Args, env: &Env, peers: &harness::fleet::Peers) -> Result<()> {
+    let nats = harness::fleet::start_nats(peers).await?;
+    let ns = args.clients.clone().unwrap_or_else(|| vec![30, 300]);
+    let mut rows = vec![];
+    for &n in &ns {
+        for side in Side::ALL {
+            let r = fleet_row(
+                env,
+                &peers.mcpmux,
+                Some(&nats),
+                side,
+                n,
+                args.iso,
+                args.rounds,
+            );
+            rows.push(r.await?);
+        }
+    }
+    drop(nats);
+    println!("\n### fleet: N clients spread over 3 `mcpmux serve` instances with one `[fleet]` (NATS), beside 1 instance holding all N and 3 instances without `[fleet]`; one Streamable HTTP scripted upstream\n");
+    println!("| N | side | upstream `resources/subscribe` | upstream sessions holding the URI | isolated: delivered / expected | to all N p50 ms | p99 ms | ÷ 1 instance (p50 / p99) | per delivery p50 ms | read rounds | client reads | upstream reads | upstream reads / update | read p50 ms | p99 ms |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows {
+        let one = rows
+            .iter()
+            .find(|o| o.n == r.n && o.side == Side::One)
+            .unwrap_or(r);
+        let ratio = |a: u64, b: u64| a as f64 / (b as f64).max(1.0);
+        println!(
+            "| {} | {} | {} | {} | {} / {} | {} | {} | {:.2} / {:.2} | {} | {} | {} | {} | {:.2} | {} | {} |",
+            group(r.n as u64),
+            r.side.label(),
+            r.upstream_subscribes,
+            r.upstream_subscribers,
+            group(r.iso.delivered),
+            group(r.iso.expected),
+            ms(r.iso.all.p50),
+            ms(r.iso.all.p99),
+            ratio(r.iso.all.p50, one.iso.all.p50),
+            ratio(r.iso.all.p99, one.iso.all.p99),
+            ms(r.iso.lat.p50),
+            r.rounds,
+            group(r.client_reads),
+            r.upstream_reads,
+            r.reads_per_update(),
+            ms(r.read_lat.p50),
+            ms(r.read_lat.p99)
         );
     }
     Ok(())

@@ -1,7 +1,9 @@
 //! The load generator's scenarios at tiny sizes, in-process, asserting counts only
 //! (never time): one upstream subscribe for N clients, every client receives every
 //! update (0 lost) on mcpmux and on the raw SSE baseline, one upstream read per update,
-//! and every forwarding path answers. Shares its code with `examples/loadgen.rs`.
+//! and every forwarding path answers; with a nats-server at hand (`$NATS_SERVER`, or
+//! the one `tests/interop/setup.sh` installs; skipped without one, so this test never
+//! needs NATS), the fleet's sides too. Shares its code with `examples/loadgen.rs`.
 
 mod common;
 #[path = "../examples/loadgen/mod.rs"]
@@ -77,5 +79,14 @@ async fn forwarding_paths_all_answer() {
     assert_eq!(rows.len(), 3, "{rows:?}");
     for row in &rows {
         assert_eq!(row.lat.n, 5, "{row:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fleet_sides_cost_one_upstream_subscription_and_read_per_update() {
+    let env = env();
+    match harness::fleet::peers(&env) {
+        Ok(peers) => harness::fleet::smoke(&env, &peers).await.unwrap(),
+        Err(why) => eprintln!("fleet smoke skipped: {why}"),
     }
 }

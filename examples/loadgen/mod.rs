@@ -4,10 +4,14 @@
 //! Layout: [`client`] (HTTP and stdio MCP clients, the GET-stream receiver),
 //! [`proxy`] (mcpmux in-process or as `mcpmux serve`), [`raw`] (the no-MCP SSE
 //! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`), [`peer`] (npm `mcp-proxy`),
+//! [`fleet`] (three `mcpmux serve` over NATS vs one) with [`fleet_peers`] (nats-server
+//! and the HTTP-mode scripted upstream, shared with `tests/common/fleet.rs`),
 //! [`stats`] (percentiles, formatting).
 #![allow(dead_code)] // The smoke test uses a subset.
 
 pub mod client;
+pub mod fleet;
+pub mod fleet_peers;
 pub mod memory;
 pub mod peer;
 pub mod proxy;

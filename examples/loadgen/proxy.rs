@@ -1,6 +1,7 @@
 //! The systems under test: mcpmux in-process (`Core` + `serve_http` on `127.0.0.1:0`,
 //! spawned on the runtime the caller names) and mcpmux as a child process
-//! (`mcpmux serve`, for memory: its `/proc/<pid>/status` holds only the proxy).
+//! (`mcpmux serve`: for memory, whose `/proc/<pid>/status` holds only the proxy, and for
+//! the fleet's instances), and the configs they run.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -44,14 +45,35 @@ pub fn config_toml(scripted: &Path, limits: Limits) -> String {
 /// legacy, dual or modern).
 pub fn config_toml_era(scripted: &Path, limits: Limits, era: &str) -> String {
     format!(
+        "{}[servers.scripted]\ncommand = {:?}\n\
+         env = {{ SCRIPTED_RESOURCES = \"200\", SCRIPTED_ERA = \"{era}\" }}\n",
+        listen_and_limits(limits),
+        scripted.display().to_string()
+    )
+}
+
+/// A config with one Streamable HTTP upstream at `upstream_url` (server name `up`) and
+/// the given limits; with `fleet` = `(nats_url, fleet_name)`, a `[fleet]` section too
+/// (default `lease_ms`).
+pub fn config_toml_http(upstream_url: &str, limits: Limits, fleet: Option<(&str, &str)>) -> String {
+    let fleet = fleet.map_or(String::new(), |(nats, name)| {
+        format!("[fleet]\nnats = {nats:?}\nname = {name:?}\n\n")
+    });
+    format!(
+        "{}{fleet}[servers.up]\nurl = {upstream_url:?}\n",
+        listen_and_limits(limits)
+    )
+}
+
+/// `[listen]` on `127.0.0.1:0` and `[limits]`, each followed by a blank line.
+fn listen_and_limits(limits: Limits) -> String {
+    format!(
         "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\nmax_clients = {}\nmax_connections = {}\n\
-         client_queue = {}\nmax_subscriptions_per_client = {}\n\n[servers.scripted]\n\
-         command = {:?}\nenv = {{ SCRIPTED_RESOURCES = \"200\", SCRIPTED_ERA = \"{era}\" }}\n",
+         client_queue = {}\nmax_subscriptions_per_client = {}\n\n",
         limits.max_clients,
         limits.max_connections,
         limits.client_queue,
         limits.max_subscriptions_per_client,
-        scripted.display().to_string()
     )
 }
 

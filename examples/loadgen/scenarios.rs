@@ -127,14 +127,32 @@ impl Bench {
         parse: Parse,
         holders: Holders,
     ) -> Result<Bench> {
+        Self::connect_spread(url, &[url], n, parse, holders).await
+    }
+
+    /// `n` holders spread evenly over `urls` (holder `i` at `urls[i % urls.len()]`),
+    /// all counted in one tally, and a control session at `control_url` (which may be
+    /// the upstream itself).
+    ///
+    /// # Errors
+    /// Any session or stream failing to connect.
+    pub async fn connect_spread(
+        control_url: &str,
+        urls: &[&str],
+        n: usize,
+        parse: Parse,
+        holders: Holders,
+    ) -> Result<Bench> {
+        ensure!(!urls.is_empty(), "no URL to connect holders to");
         let http = http_pool()?;
-        let control = Session::connect(&http, url).await?;
+        let control = Session::connect(&http, control_url).await?;
         let tally = Tally::new();
         let uri: Arc<str> = URI.into();
         let http = &http;
         let pairs: Vec<(Option<Session>, Receiver)> = futures_util::stream::iter(0..n)
             .map(|i| {
                 let (uri, tally) = (uri.clone(), tally.clone());
+                let url = urls[i % urls.len()];
                 async move {
                     if holders.modern(i) {
                         let r = open_listen(http, url, uri, tally, parse).await?;
@@ -183,6 +201,55 @@ impl Bench {
         Ok(ok)
     }
 
+    /// `iso` isolated updates (stamped), each sent only after every holder received
+    /// the previous one (or the wait gave up: see [`wait_for`]).
+    ///
+    /// # Errors
+    /// The control session's `emit_update` failing.
+    pub async fn isolated(&mut self, iso: u64) -> Result<Isolated> {
+        let n = self.receivers.len() as u64;
+        let mut delivered = 0;
+        for _ in 0..iso {
+            let before = self.tally.delivered();
+            self.control
+                .tool("emit_update", json!({"uri": URI, "stamp": true}))
+                .await?;
+            delivered += wait_for(&self.tally, before + n).await - before;
+        }
+        let samples = drain_samples(&self.receivers);
+        Ok(isolated_from(iso, iso * n, delivered, &samples))
+    }
+
+    /// `k` rounds of one update (waited for at every holder), then every session
+    /// reading `URI` at once.
+    ///
+    /// # Errors
+    /// A failed `emit_update`, or a read failing at the HTTP level.
+    pub async fn read_rounds(&mut self, k: u64) -> Result<Rounds> {
+        let n = self.receivers.len() as u64;
+        let mut r = Rounds::default();
+        for _ in 0..k {
+            let seen = self.tally.delivered();
+            self.control
+                .tool("emit_update", json!({"uri": URI}))
+                .await?;
+            r.updates_delivered += wait_for(&self.tally, seen + n).await - seen;
+            let answers = join_all(self.clients.iter_mut().map(|c| async move {
+                let t = Instant::now();
+                let a = c.call("resources/read", json!({"uri": URI})).await;
+                (ns_since(t), a)
+            }))
+            .await;
+            for (ns, a) in answers {
+                if a?.get("result").is_some() {
+                    r.client_reads += 1;
+                    r.lats.push(ns);
+                }
+            }
+        }
+        Ok(r)
+    }
+
     pub async fn stop(self) {
         drop(self.receivers);
         drop(self.clients);
@@ -195,7 +262,23 @@ impl Bench {
 /// How many requests of `method` for `uri` the scripted upstream has received.
 pub async fn upstream_count(control: &mut Session, method: &str, uri: &str) -> Result<u64> {
     let stats = control.tool("stats", json!({})).await?;
-    Ok(stats["by_uri"][method][uri].as_u64().unwrap_or(0))
+    Ok(by_uri(&stats, method, uri))
+}
+
+/// Requests of `method` for `uri` in the scripted upstream's `stats` output.
+pub fn by_uri(stats: &Value, method: &str, uri: &str) -> u64 {
+    stats["by_uri"][method][uri].as_u64().unwrap_or(0)
+}
+
+/// What [`Bench::read_rounds`] saw.
+#[derive(Debug, Clone, Default)]
+pub struct Rounds {
+    /// Updates received by the holders (N per round when none is missed).
+    pub updates_delivered: u64,
+    /// Reads answered with a result.
+    pub client_reads: u64,
+    /// Their latencies, ns.
+    pub lats: Vec<u64>,
 }
 
 /// Waits until `tally` reaches `target`, or nothing arrived for [`WAIT_STALL`], or
@@ -417,15 +500,7 @@ pub async fn fanout_holders_on(
         })
     });
     let n64 = n as u64;
-    let mut delivered = 0;
-    for _ in 0..iso {
-        let before = b.tally.delivered();
-        b.control
-            .tool("emit_update", json!({"uri": URI, "stamp": true}))
-            .await?;
-        delivered += wait_for(&b.tally, before + n64).await - before;
-    }
-    let iso = isolated_from(iso, iso * n64, delivered, &drain_samples(&b.receivers));
+    let iso = b.isolated(iso).await?;
 
     let before = b.tally.delivered();
     let expected = n64 * k;
@@ -575,26 +650,11 @@ pub async fn read_storm(env: &Env, n: usize, k: u64) -> Result<ReadRow> {
         "not every subscribe confirmed"
     );
     let before = upstream_count(&mut b.control, "resources/read", URI).await?;
-    let mut lats = vec![];
-    let mut client_reads = 0;
-    let mut updates_delivered = 0;
-    for _ in 0..k {
-        let seen = b.tally.delivered();
-        b.control.tool("emit_update", json!({"uri": URI})).await?;
-        updates_delivered += wait_for(&b.tally, seen + n as u64).await - seen;
-        let answers = join_all(b.clients.iter_mut().map(|c| async move {
-            let t = Instant::now();
-            let r = c.call("resources/read", json!({"uri": URI})).await;
-            (ns_since(t), r)
-        }))
-        .await;
-        for (ns, r) in answers {
-            if r?.get("result").is_some() {
-                client_reads += 1;
-                lats.push(ns);
-            }
-        }
-    }
+    let Rounds {
+        updates_delivered,
+        client_reads,
+        mut lats,
+    } = b.read_rounds(k).await?;
     let upstream_reads = upstream_count(&mut b.control, "resources/read", URI).await? - before;
     let cache = b.core()?.hub.stats().await?.cache;
     b.stop().await;

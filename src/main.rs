@@ -158,7 +158,11 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Status { url, config } => status(url, config).await,
         Cmd::Stdio { config } => stdio(load(config)?).await,
         Cmd::Connect { url } => {
-            mcpmux::downstream::connect::bridge(&url, tokio::io::stdin(), tokio::io::stdout())
+            mcpmux::downstream::connect::bridge(
+                &url,
+                mcpmux::downstream::stdio_pipes::stdin(),
+                mcpmux::downstream::stdio_pipes::stdout(),
+            )
                 .await
                 .context("connect")
         }
@@ -334,8 +338,8 @@ async fn stdio(cfg: Config) -> anyhow::Result<()> {
     mcpmux::fdlimit::raise_nofile_limit();
     let core = Core::start(&cfg);
     let served = mcpmux::downstream::stdio::serve_stream(
-        tokio::io::stdin(),
-        tokio::io::stdout(),
+        mcpmux::downstream::stdio_pipes::stdin(),
+        mcpmux::downstream::stdio_pipes::stdout(),
         core.hub.clients().clone(),
         cfg.limits.max_message_bytes,
         cfg.limits.client_queue,

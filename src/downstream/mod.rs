@@ -7,3 +7,4 @@ pub mod http;
 pub mod link;
 pub mod outbox;
 pub mod stdio;
+pub mod stdio_pipes;

@@ -157,15 +157,13 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Reload { url, config } => reload(url, config).await,
         Cmd::Status { url, config } => status(url, config).await,
         Cmd::Stdio { config } => stdio(load(config)?).await,
-        Cmd::Connect { url } => {
-            mcpmux::downstream::connect::bridge(
-                &url,
-                mcpmux::downstream::stdio_pipes::stdin(),
-                mcpmux::downstream::stdio_pipes::stdout(),
-            )
-                .await
-                .context("connect")
-        }
+        Cmd::Connect { url } => mcpmux::downstream::connect::bridge(
+            &url,
+            mcpmux::downstream::stdio_pipes::stdin(),
+            mcpmux::downstream::stdio_pipes::stdout(),
+        )
+        .await
+        .context("connect"),
         Cmd::Import {
             files,
             output,

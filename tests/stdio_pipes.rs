@@ -76,9 +76,13 @@ async fn round_trips(
     assert!(r.to_string().contains("through the pipe"), "{r}");
 }
 
+/// A pipe's (read end, write end), both blocking (as a host creates them).
 fn pipe_pair() -> (OwnedFd, OwnedFd) {
-    let (r, w) = std::io::pipe().expect("pipe");
-    (OwnedFd::from(r), OwnedFd::from(w))
+    let (w, r) = pipe::pipe().expect("pipe");
+    (
+        r.into_blocking_fd().expect("blocking read end"),
+        w.into_blocking_fd().expect("blocking write end"),
+    )
 }
 
 fn reader(fd: OwnedFd) -> pipe::Receiver {

@@ -71,6 +71,13 @@ pub const STOP_GRACE: Duration = Duration::from_secs(2);
 /// requests itself.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long an idle pooled connection to the server is kept for the next request.
+/// Below Node.js's default `keepAliveTimeout` (5 s), the most common server stack: a
+/// connection the server closes while our request is on its way fails that request
+/// ("connection closed before message completed"), and a request already written
+/// cannot be retried safely.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
+
 pub(crate) struct HttpUpstream {
     pub id: UpstreamId,
     pub config: ServerConfig,
@@ -140,6 +147,7 @@ impl HttpUpstream {
         };
         let client = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
+            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Endpoint::new(&self.config.name, &url, &headers, client, self.max_message)

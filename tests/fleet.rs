@@ -134,7 +134,8 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
     harness::ensure_peers();
     let nats = Nats::start().await;
     let up = HttpUpstream::start(&[]).await;
-    let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url);
+    let fleet = fleet_name();
+    let cfg = fleet_config(&nats.url(), &fleet, &up.url);
     let mut instances = vec![];
     for _ in 0..3 {
         instances.push(Daemon::start(&cfg).await);
@@ -197,6 +198,13 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
         s["counts"]["resources/unsubscribe"] == 1
     })
     .await;
+    // ... and no lease is left in the bucket.
+    let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
+    let start = Instant::now();
+    while leased(&js, &fleet, URI).await {
+        assert!(start.elapsed() < EVENT_TIMEOUT, "a lease is left for {URI}");
+        tokio::task::yield_now().await;
+    }
     drop(owner);
     drop(nats);
 }

@@ -301,18 +301,24 @@ impl Run {
     }
 }
 
-/// Runs a peer script to completion, bounded by `timeout` (then its process group is
-/// killed and the test fails).
-pub fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
-    let mut child = Command::new(program)
+/// Starts a peer script in its own process group (so a failing test can kill all of
+/// it), in the crate's directory, with stdout and stderr piped.
+fn spawn_peer(program: &Path, args: &[&str], stdin: Stdio) -> Child {
+    Command::new(program)
         .args(args)
         .current_dir(manifest_dir())
-        .stdin(Stdio::null())
+        .stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .own_process_group()
         .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()))
+}
+
+/// Runs a peer script to completion, bounded by `timeout` (then its process group is
+/// killed and the test fails).
+pub fn run_peer(program: &Path, args: &[&str], timeout: Duration) -> Run {
+    let mut child = spawn_peer(program, args, Stdio::null());
     let pid = child.id();
     let mut out = child.stdout.take().expect("stdout");
     let mut err = child.stderr.take().expect("stderr");
@@ -579,15 +585,7 @@ pub fn run_peer_interactive(
     mut on_line: impl FnMut(&str) -> Option<String>,
 ) -> Run {
     let deadline = Instant::now() + timeout;
-    let mut child = Command::new(program)
-        .args(args)
-        .current_dir(manifest_dir())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .own_process_group()
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+    let mut child = spawn_peer(program, args, Stdio::piped());
     let mut guard = GroupGuard(Some(child.id()));
     let mut stdin = child.stdin.take().expect("stdin");
     let out = child.stdout.take().expect("stdout");
@@ -679,15 +677,7 @@ pub struct Peer {
 
 impl Peer {
     pub fn spawn(program: &Path, args: &[&str]) -> Peer {
-        let mut child = Command::new(program)
-            .args(args)
-            .current_dir(manifest_dir())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .own_process_group()
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+        let mut child = spawn_peer(program, args, Stdio::piped());
         let stdin = child.stdin.take();
         let out = child.stdout.take().expect("stdout");
         let err = child.stderr.take().expect("stderr");

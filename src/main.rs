@@ -12,6 +12,10 @@ use mcpmux::config::{self, Config};
 use mcpmux::downstream::http::{serve_http_observed, HttpSettings};
 use mcpmux::run::Core;
 
+#[cfg(unix)]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "mcpmux",

@@ -4,6 +4,7 @@
 
 pub mod connect;
 pub mod http;
+pub(crate) mod lane;
 pub mod link;
 pub mod outbox;
 pub mod stdio;

@@ -150,9 +150,15 @@ impl OutboxState {
         Pushed::Closed(reason)
     }
 
-    /// Moves everything pending into `out`, queue first, then coalesced entries.
+    /// Moves everything pending into `out`, queue first, then coalesced entries. An
+    /// empty `out` takes the queue's buffer itself (no copy), so an outbox that was
+    /// drained holds no buffer while its session is idle.
     pub fn drain_into(&mut self, out: &mut Vec<Outbound>) {
-        out.extend(self.queue.drain(..));
+        if out.is_empty() {
+            *out = Vec::from(std::mem::take(&mut self.queue));
+        } else {
+            out.extend(self.queue.drain(..));
+        }
         out.append(&mut self.coalesced);
     }
 

@@ -43,7 +43,9 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::downstream::lane;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info};
@@ -317,7 +319,7 @@ async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
         Err(resp) => return resp,
     };
     let last_event_id = header_str(headers, &LAST_EVENT_ID).and_then(sse::parse_last_event_id);
-    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    let (tx, rx) = lane::channel(session::STREAM_QUEUE);
     let (ack, acked) = oneshot::channel();
     let cmd = SessionCmd::Get {
         last_event_id,
@@ -405,7 +407,7 @@ pub(crate) fn json_response(status: StatusCode, body: bytes::Bytes) -> Response 
 }
 
 /// A `text/event-stream` response fed by a session actor.
-pub(crate) fn sse_response(rx: mpsc::Receiver<bytes::Bytes>) -> Response {
+pub(crate) fn sse_response(rx: lane::Receiver<bytes::Bytes>) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")

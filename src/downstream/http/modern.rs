@@ -14,10 +14,10 @@
 
 use std::sync::Arc;
 
+use crate::downstream::lane;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::guard::Accepts;
@@ -118,7 +118,7 @@ pub(super) async fn handle(
         );
     }
     if sse {
-        let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+        let (tx, rx) = lane::channel(session::STREAM_QUEUE);
         let link = guard.link.take().expect("set above");
         app.tracker
             .spawn(stream(outbox, link, client, id, tx, app.shutdown.clone()));
@@ -200,7 +200,7 @@ async fn stream(
     link: ClientLink,
     client: ClientId,
     id: RawId,
-    tx: mpsc::Sender<bytes::Bytes>,
+    tx: lane::Sender<bytes::Bytes>,
     shutdown: CancellationToken,
 ) {
     let mut batch = Vec::new();

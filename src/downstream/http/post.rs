@@ -28,7 +28,9 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::{Bytes, BytesMut};
 use futures_util::StreamExt;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::downstream::lane;
 use tracing::debug;
 
 use super::guard::{self, Accepts};
@@ -184,7 +186,7 @@ async fn single(app: &App, entry: &SessionEntry, msg: Message, accepts: Accepts)
         };
     };
     let sse = accepts.sse && (progress_token(msg.params()).is_some() || !accepts.json);
-    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    let (tx, rx) = lane::channel(session::STREAM_QUEUE);
     let sink = PostSink { tx, sse };
     if let Err(resp) = forward(app, entry, vec![msg], vec![id.clone()], Some(sink)).await {
         return resp;
@@ -222,7 +224,7 @@ async fn batch(
             )),
         }
     }
-    let (tx, rx) = mpsc::channel(session::STREAM_QUEUE);
+    let (tx, rx) = lane::channel(session::STREAM_QUEUE);
     let sink = (!ids.is_empty()).then_some(PostSink { tx, sse: false });
     if !msgs.is_empty() {
         if let Err(resp) = forward(app, entry, msgs, ids.clone(), sink).await {
@@ -286,7 +288,7 @@ async fn forward(
 
 /// Waits for the responses to `ids` (the actor closes the channel after the last one,
 /// or when the session ends) and synthesizes an error for each one that never came.
-async fn collect(mut rx: mpsc::Receiver<Bytes>, ids: &[RawId]) -> Vec<Bytes> {
+async fn collect(mut rx: lane::Receiver<Bytes>, ids: &[RawId]) -> Vec<Bytes> {
     let mut out = Vec::with_capacity(ids.len());
     let mut answered = Vec::with_capacity(ids.len());
     while let Some(bytes) = rx.recv().await {
@@ -325,7 +327,7 @@ fn join_array(parts: &[Bytes]) -> Bytes {
 /// Ends a half-created session unless disarmed (client gone mid-`initialize`, or the
 /// hub answered `initialize` with an error).
 struct EndOnDrop {
-    cmd: Option<mpsc::Sender<SessionCmd>>,
+    cmd: Option<lane::Sender<SessionCmd>>,
     reason: &'static str,
 }
 
@@ -376,7 +378,7 @@ async fn initialize(app: Arc<App>, msg: Message) -> Response {
         version: None,
     };
     let id = msg.id().cloned().expect("initialize is a request");
-    let (tx, rx) = mpsc::channel(1);
+    let (tx, rx) = lane::channel(1);
     let sink = PostSink { tx, sse: false };
     if let Err(resp) = forward(&app, &entry, vec![msg], vec![id.clone()], Some(sink)).await {
         end.reason = "initialize not delivered";

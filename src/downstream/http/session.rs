@@ -37,7 +37,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
+
+use crate::downstream::lane;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
@@ -71,7 +73,7 @@ pub(crate) type SessionMap = Arc<Mutex<HashMap<String, SessionEntry>>>;
 /// What HTTP handlers know about a session.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionEntry {
-    pub cmd: mpsc::Sender<SessionCmd>,
+    pub cmd: lane::Sender<SessionCmd>,
     pub client: ClientId,
     /// The protocol version the `initialize` response named, once known.
     pub version: Option<Arc<str>>,
@@ -80,7 +82,7 @@ pub(crate) struct SessionEntry {
 /// Where a POST wants its messages.
 #[derive(Debug)]
 pub(crate) struct PostSink {
-    pub tx: mpsc::Sender<Bytes>,
+    pub tx: lane::Sender<Bytes>,
     /// SSE: related notifications and requests go here too, framed as SSE events.
     /// JSON: only the raw response bytes.
     pub sse: bool,
@@ -102,7 +104,7 @@ pub(crate) enum SessionCmd {
     /// resume.
     Get {
         last_event_id: Option<LastEventId>,
-        tx: mpsc::Sender<Bytes>,
+        tx: lane::Sender<Bytes>,
         ack: oneshot::Sender<bool>,
     },
     /// End the session; `done` fires after `client_closed` was sent.
@@ -153,7 +155,7 @@ impl PostReplay {
 }
 
 struct GetStream {
-    tx: mpsc::Sender<Bytes>,
+    tx: lane::Sender<Bytes>,
     /// Id of the last event handed to this stream.
     cursor: u64,
 }
@@ -162,7 +164,7 @@ struct GetStream {
 enum Routed {
     Done,
     /// The stream's channel is full: wait for room, keep the message.
-    Full(mpsc::Sender<Bytes>),
+    Full(lane::Sender<Bytes>),
 }
 
 /// Everything needed to start a session actor.
@@ -183,9 +185,9 @@ pub(crate) fn start(
     s: SessionSpawn,
 ) -> (
     impl std::future::Future<Output = ()> + Send + 'static,
-    mpsc::Sender<SessionCmd>,
+    lane::Sender<SessionCmd>,
 ) {
-    let (cmd_tx, cmd_rx) = mpsc::channel(CMD_QUEUE);
+    let (cmd_tx, cmd_rx) = lane::channel(CMD_QUEUE);
     s.sessions.lock().unwrap_or_else(|p| p.into_inner()).insert(
         s.id.clone(),
         SessionEntry {
@@ -237,7 +239,7 @@ impl Actor {
     async fn run(
         mut self,
         id: String,
-        mut cmds: mpsc::Receiver<SessionCmd>,
+        mut cmds: lane::Receiver<SessionCmd>,
         outbox: Arc<Outbox>,
         hub: ClientLink,
         sessions: SessionMap,
@@ -255,9 +257,15 @@ impl Actor {
                     break close_reason(&why);
                 }
                 if !batch.is_empty() {
-                    self.backlog.extend(batch);
+                    if self.backlog.is_empty() {
+                        // Takes the batch's buffer (no copy).
+                        self.backlog = VecDeque::from(batch);
+                    } else {
+                        self.backlog.extend(batch);
+                    }
                     blocked = self.flush();
                 }
+                self.release_idle_buffers();
             }
             let get_tx = self.get.as_ref().map(|g| g.tx.clone());
             let idle_at = self.is_idle().then(|| self.last_activity + idle);
@@ -310,6 +318,21 @@ impl Actor {
         hub.client_closed(self.client, reason).await;
         if let Some(done) = done_tx {
             let _ = done.send(());
+        }
+    }
+
+    /// Gives back the buffers of queues that emptied, so an idle session keeps none
+    /// (docs/architecture.md, "Memory per session"). Each is reallocated on next use:
+    /// once per batch or per POST, never per event.
+    fn release_idle_buffers(&mut self) {
+        if self.backlog.is_empty() && self.backlog.capacity() > 0 {
+            self.backlog = VecDeque::new();
+        }
+        if self.posts.is_empty() && self.posts.capacity() > 0 {
+            self.posts = HashMap::new();
+        }
+        if self.by_id.is_empty() && self.by_id.capacity() > 0 {
+            self.by_id = HashMap::new();
         }
     }
 
@@ -394,7 +417,7 @@ impl Actor {
 
     /// A GET names event `seq` of POST stream `stream`: it receives what followed and
     /// then the rest of the stream. `false` when that stream is not kept.
-    fn resume_post(&mut self, stream: u64, seq: u64, tx: mpsc::Sender<Bytes>) -> bool {
+    fn resume_post(&mut self, stream: u64, seq: u64, tx: lane::Sender<Bytes>) -> bool {
         let (post, finished) = match self.posts.get_mut(&stream) {
             Some(p) => (p, false),
             None => match self.finished.iter_mut().find(|(k, _)| *k == stream) {
@@ -428,7 +451,7 @@ impl Actor {
     /// when the stream is full the backlog waits (the outbox then applies its coalescing
     /// policy). Routing a whole drained batch first would evict undelivered events —
     /// lose them — whenever a burst outgrew `listen.sse_replay_events`.
-    fn flush(&mut self) -> Option<mpsc::Sender<Bytes>> {
+    fn flush(&mut self) -> Option<lane::Sender<Bytes>> {
         while let Some(out) = self.backlog.pop_front() {
             let unsent = self
                 .get
@@ -450,7 +473,7 @@ impl Actor {
 
     /// Hands the GET stream, as one chunk, every held event it has not received.
     /// Returns its sender when its channel is full.
-    fn feed_get(&mut self) -> Option<mpsc::Sender<Bytes>> {
+    fn feed_get(&mut self) -> Option<lane::Sender<Bytes>> {
         let get = self.get.as_mut()?;
         let (chunk, last) = self.replay.chunk_after(get.cursor)?;
         match get.tx.try_send(chunk) {
@@ -459,8 +482,8 @@ impl Actor {
                 self.delivered = self.delivered.max(last);
                 None
             }
-            Err(mpsc::error::TrySendError::Full(_)) => Some(get.tx.clone()),
-            Err(mpsc::error::TrySendError::Closed(_)) => {
+            Err(lane::TrySendError::Full(_)) => Some(get.tx.clone()),
+            Err(lane::TrySendError::Closed(_)) => {
                 self.get = None;
                 None
             }
@@ -556,14 +579,14 @@ fn close_reason(why: &CloseReason) -> &'static str {
 }
 
 /// Resolves when `tx`'s channel has room (or is closed).
-async fn wait_room(tx: Option<mpsc::Sender<Bytes>>) {
+async fn wait_room(tx: Option<lane::Sender<Bytes>>) {
     if let Some(tx) = tx {
-        let _ = tx.reserve_owned().await;
+        tx.room().await;
     }
 }
 
 /// Resolves when the receiver of `tx` is dropped.
-async fn closed(tx: Option<mpsc::Sender<Bytes>>) {
+async fn closed(tx: Option<lane::Sender<Bytes>>) {
     match tx {
         Some(tx) => tx.closed().await,
         None => std::future::pending().await,

@@ -13,9 +13,9 @@ use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::time::Duration;
 
+use crate::downstream::lane;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
-use tokio::sync::mpsc;
 
 /// Interval of the `: keep-alive` comment on idle SSE streams. 15 s is well under the
 /// usual 30–60 s idle timeouts of proxies and of the SDK clients' fetch stacks.
@@ -198,7 +198,7 @@ impl ReplayBuffer {
 /// keep-alive comment after [`KEEP_ALIVE`] of silence. Ends when the actor drops the
 /// sender.
 pub(crate) fn sse_body(
-    rx: mpsc::Receiver<Bytes>,
+    rx: lane::Receiver<Bytes>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
     futures_util::stream::unfold(rx, |mut rx| async move {
         let first = tokio::select! {
@@ -210,14 +210,14 @@ pub(crate) fn sse_body(
 }
 
 /// Appends every chunk already queued in `rx` to `first`.
-pub(crate) fn merge_available(first: Bytes, rx: &mut mpsc::Receiver<Bytes>) -> Bytes {
-    let Ok(second) = rx.try_recv() else {
+pub(crate) fn merge_available(first: Bytes, rx: &mut lane::Receiver<Bytes>) -> Bytes {
+    let Some(second) = rx.try_recv() else {
         return first;
     };
     let mut buf = BytesMut::with_capacity(first.len() + second.len());
     buf.extend_from_slice(&first);
     buf.extend_from_slice(&second);
-    while let Ok(more) = rx.try_recv() {
+    while let Some(more) = rx.try_recv() {
         buf.extend_from_slice(&more);
     }
     buf.freeze()
@@ -315,7 +315,7 @@ mod tests {
     #[tokio::test]
     async fn body_merges_all_queued_chunks_into_one() {
         use futures_util::StreamExt;
-        let (tx, rx) = mpsc::channel(8);
+        let (tx, rx) = lane::channel(8);
         for c in ["a", "b", "c"] {
             tx.send(Bytes::from(c)).await.unwrap();
         }
@@ -327,7 +327,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn body_sends_keep_alive_when_silent() {
         use futures_util::StreamExt;
-        let (tx, rx) = mpsc::channel::<Bytes>(8);
+        let (tx, rx) = lane::channel::<Bytes>(8);
         let mut body = Box::pin(sse_body(rx));
         let first = body.next().await.unwrap().unwrap();
         assert_eq!(&first[..], KEEP_ALIVE_FRAME);

@@ -1,9 +1,10 @@
 //! The session actor without HTTP: backpressure and routing rules.
 
 use super::*;
+use crate::downstream::lane;
 
 /// Starts a bare session actor (no HTTP) on the fake hub.
-fn actor(outbox_cap: usize) -> (mpsc::Sender<SessionCmd>, Arc<Outbox>, Closed) {
+fn actor(outbox_cap: usize) -> (lane::Sender<SessionCmd>, Arc<Outbox>, Closed) {
     let (hub, closed) = fake_hub();
     let outbox = Outbox::new(outbox_cap);
     let (fut, cmd) = session::start(session::SessionSpawn {
@@ -42,7 +43,7 @@ async fn until(mut cond: impl FnMut() -> bool) {
 #[tokio::test]
 async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session() {
     let (cmd, outbox, mut closed) = actor(2);
-    let (tx, _unread) = mpsc::channel(1);
+    let (tx, _unread) = lane::channel(1);
     let probe = tx.clone();
     let (ack, _acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
@@ -76,7 +77,7 @@ async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session()
 #[tokio::test]
 async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     let (cmd, outbox, _closed) = actor(8);
-    let (post_tx, post_rx) = mpsc::channel(4);
+    let (post_tx, post_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
     let sink = session::PostSink {
         tx: post_tx,
@@ -91,7 +92,7 @@ async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     cmd.send(post).await.unwrap();
     assert_eq!(acked.await.unwrap(), Ok(()));
     drop(post_rx); // the client disconnected
-    let (get_tx, mut get_rx) = mpsc::channel(4);
+    let (get_tx, mut get_rx) = lane::channel(4);
     let (ack, _acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
         last_event_id: None,
@@ -111,7 +112,7 @@ async fn a_request_id_already_in_flight_is_refused() {
     let (cmd, _outbox, _closed) = actor(8);
     let mut keep = Vec::new();
     for want in [Ok(()), Err(RawId::from_u64(1))] {
-        let (tx, rx) = mpsc::channel(4);
+        let (tx, rx) = lane::channel(4);
         keep.push(rx);
         let (ack, acked) = tokio::sync::oneshot::channel();
         let sink = session::PostSink { tx, sse: false };
@@ -127,7 +128,7 @@ async fn a_request_id_already_in_flight_is_refused() {
     }
 }
 
-async fn recv(rx: &mut mpsc::Receiver<bytes::Bytes>) -> Option<bytes::Bytes> {
+async fn recv(rx: &mut lane::Receiver<bytes::Bytes>) -> Option<bytes::Bytes> {
     tokio::time::timeout(WAIT, rx.recv()).await.unwrap()
 }
 
@@ -135,7 +136,7 @@ async fn recv(rx: &mut mpsc::Receiver<bytes::Bytes>) -> Option<bytes::Bytes> {
 async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     use crate::downstream::http::sse::LastEventId;
     let (cmd, outbox, _closed) = actor(8);
-    let (post_tx, mut post_rx) = mpsc::channel(4);
+    let (post_tx, mut post_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
     let sink = session::PostSink {
         tx: post_tx,
@@ -162,7 +163,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     drop(post_rx); // the connection dropped before the response
     outbox.push(outbound(OutKind::Response, Some(1), "resp"));
     // A GET naming a stream the session never had is refused...
-    let (get_tx, _get_rx) = mpsc::channel(4);
+    let (get_tx, _get_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
     let resume = |stream, seq| Some(LastEventId::Post { stream, seq });
     cmd.send(SessionCmd::Get {
@@ -174,7 +175,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     .unwrap();
     assert!(!acked.await.unwrap());
     // ...one naming the last event seen gets the rest (the response), then ends.
-    let (get_tx, mut get_rx) = mpsc::channel(4);
+    let (get_tx, mut get_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
         last_event_id: resume(0, 1),
@@ -194,7 +195,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
 #[tokio::test]
 async fn a_cancelled_requests_post_gets_request_cancelled() {
     let (cmd, outbox, _closed) = actor(8);
-    let (post_tx, mut post_rx) = mpsc::channel(4);
+    let (post_tx, mut post_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
     let sink = session::PostSink {
         tx: post_tx,
@@ -225,7 +226,7 @@ async fn a_burst_larger_than_the_replay_buffer_reaches_the_get_stream_whole() {
     // batch. None may be evicted before the GET stream got it (the loadgen run that
     // "lost" 487 of 200,000 updates: a 1,511-event batch through a 1,024-event buffer).
     let (cmd, outbox, _closed) = actor(1000);
-    let (tx, mut rx) = mpsc::channel(1);
+    let (tx, mut rx) = lane::channel(1);
     let (ack, acked) = tokio::sync::oneshot::channel();
     cmd.send(SessionCmd::Get {
         last_event_id: None,

@@ -54,6 +54,12 @@ use harness::scenarios::{
 };
 use harness::stats::{dms, group, mib, ms, rate};
 
+// The allocator the mcpmux binary ships with (src/main.rs), so the in-process proxy and
+// the raw baselines beside it are measured on it too.
+#[cfg(unix)]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Parsed command line.
 #[derive(Debug, Clone)]
 struct Args {

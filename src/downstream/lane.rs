@@ -1,6 +1,6 @@
 //! A lean bounded queue from many senders to one receiver: the command queue of an
 //! HTTP session and the chunk queue of each of its open streams (docs/architecture.md,
-//! "Memory per session").
+//! "Streamable HTTP": memory per session).
 //!
 //! Owns: the queue, its bound, and the wake-ups between its ends. Never: grows past its
 //! bound (a full queue refuses or makes the sender wait), or keeps more than a few

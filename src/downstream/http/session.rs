@@ -322,8 +322,8 @@ impl Actor {
     }
 
     /// Gives back the buffers of queues that emptied, so an idle session keeps none
-    /// (docs/architecture.md, "Streamable HTTP": memory per session). Each is reallocated on next use:
-    /// once per batch or per POST, never per event.
+    /// (docs/architecture.md, "Streamable HTTP": memory per session). Each is
+    /// reallocated on next use: once per batch or per POST, never per event.
     fn release_idle_buffers(&mut self) {
         if self.backlog.is_empty() && self.backlog.capacity() > 0 {
             self.backlog = VecDeque::new();

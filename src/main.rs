@@ -101,7 +101,19 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format);
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One client on stdin/stdout gains nothing from a second worker thread, and every
+    // hop of a request (stdin → hub → upstream → hub → stdout) would cross threads:
+    // `stdio` and `connect` run all their tasks on the main thread
+    // (docs/architecture.md, "Stdio mode and mcpmux connect").
+    let single = matches!(cli.command, Cmd::Stdio { .. } | Cmd::Connect { .. });
+    let runtime = if single {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Runtime::new()
+    };
+    let runtime = match runtime {
         Ok(r) => r,
         Err(e) => {
             eprintln!("mcpmux: cannot start the runtime: {e}");

@@ -152,18 +152,30 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
     let mut watcher = HttpClient::connect(&instances[1].url, json!({})).await;
     let s = stats(&mut watcher).await;
     assert_eq!(s["counts"]["resources/subscribe"], 1, "{s}");
+    assert_eq!(s["subscribers"][URI], 1, "{s}");
+    assert_eq!(s["sessions"]["gone"], 0, "{s}");
 
     // The first instance took the lease: kill it without a goodbye.
     let killed = Instant::now();
     let mut owner = instances.remove(0);
     owner.child.kill().await.unwrap();
     let _dead = holders.remove(0);
-    // Another instance owns the key within the lease: a second upstream subscribe.
+    // The upstream sees the dead owner's session end (its GET stream's connection
+    // closed), and another instance owns the key within the lease: a second upstream
+    // subscribe.
     let s = stats_until(&mut watcher, "a new owner's subscribe", |s| {
         s["counts"]["resources/subscribe"] == 2
     })
     .await;
     let took = killed.elapsed();
+    let s = stats_until(&mut watcher, "the killed owner's session to end", |s| {
+        s["sessions"]["gone"] == 1
+    })
+    .await;
+    assert_eq!(
+        s["subscribers"][URI], 1,
+        "exactly one live session holds the subscription after the takeover: {s}"
+    );
     assert!(
         took.as_millis() < u128::from(LEASE_MS) * 4,
         "takeover took {took:?} (lease {LEASE_MS} ms): {s}"
@@ -194,10 +206,16 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
             c.call("resources/unsubscribe", json!({"uri": URI})).await;
         }
     }
-    stats_until(&mut watcher, "the last upstream unsubscribe", |s| {
+    let s = stats_until(&mut watcher, "the last upstream unsubscribe", |s| {
         s["counts"]["resources/unsubscribe"] == 1
     })
     .await;
+    assert_eq!(
+        s["subscribers"],
+        json!({}),
+        "no live upstream subscription is left: {s}"
+    );
+    assert_eq!(s["sessions"]["gone"], 1, "{s}");
     // ... and no lease is left in the bucket.
     let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
     let start = Instant::now();

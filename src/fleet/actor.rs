@@ -5,7 +5,8 @@
 //! by reading through the hub as a client of its own.
 //!
 //! Owns the NATS connection, the two KV buckets and the per-key roles. Never touches the
-//! hub's state: everything it learns goes to the hub as a [`FleetEvent`].
+//! hub's state: everything it learns goes to the hub as a [`FleetEvent`]. Never waits
+//! for another instance inside its loop: a read sent to the owner is a task of its own.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -314,15 +315,7 @@ impl Actor {
                 key,
                 exposed_uri,
                 generation,
-            } => {
-                let outcome = self.read_from_owner(&key, &exposed_uri).await;
-                self.emit(FleetEvent::ReadDone {
-                    key,
-                    generation,
-                    outcome,
-                })
-                .await;
-            }
+            } => self.read_from_owner(key, exposed_uri, generation),
         }
     }
 
@@ -634,29 +627,31 @@ impl Actor {
         }
     }
 
-    /// A follower's read, answered by the owner. `Err` carries an error object; a
-    /// read the fleet cannot do is `Err` with `"fleet"` set (the hub then reads itself).
-    async fn read_from_owner(&self, key: &SubKey, exposed_uri: &str) -> Result<String, String> {
-        let unavailable = |why: &str| Err(json!({"fleet": why}).to_string());
-        let (Some(kid), Some(conn)) = (self.kid_of(key), &self.conn) else {
-            return unavailable("no fleet");
+    /// A follower's read, answered by the owner, in a task of its own (the actor goes
+    /// on relaying updates and renewing leases meanwhile), which sends the hub
+    /// `FleetEvent::ReadDone`.
+    fn read_from_owner(&self, key: SubKey, exposed_uri: String, generation: u64) {
+        let target = match (self.kid_of(&key), &self.conn) {
+            (Some(kid), Some(conn)) => Some((
+                conn.client.clone(),
+                keys::read_subject(&self.cfg.name, &kid),
+            )),
+            _ => None,
         };
-        let subject = keys::read_subject(&self.cfg.name, &kid);
-        let req = conn
-            .client
-            .request(subject, Bytes::from(exposed_uri.to_owned()));
-        let answer = match tokio::time::timeout(READ_TIMEOUT, req).await {
-            Ok(Ok(m)) => m,
-            _ => return unavailable("the owner did not answer"),
-        };
-        let v: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
-        if let Some(r) = v.get("result") {
-            Ok(r.to_string())
-        } else if let Some(e) = v.get("error") {
-            Err(e.to_string())
-        } else {
-            unavailable("the owner could not read")
-        }
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            let outcome = match target {
+                Some((client, subject)) => ask_owner(&client, subject, exposed_uri).await,
+                None => Err(json!({"fleet": "no fleet"}).to_string()),
+            };
+            let _ = events
+                .send(FleetEvent::ReadDone {
+                    key,
+                    generation,
+                    outcome,
+                })
+                .await;
+        });
     }
 
     fn kid_of(&self, key: &SubKey) -> Option<String> {
@@ -676,6 +671,29 @@ enum Inbound {
     Update(async_nats::Message),
     ReadRequest(async_nats::Message),
     Lost,
+}
+
+/// Asks the owner for a read. `Err` carries an error object; a read the fleet cannot do
+/// is `Err` with `"fleet"` set (the hub then reads itself).
+async fn ask_owner(
+    client: &async_nats::Client,
+    subject: String,
+    exposed_uri: String,
+) -> Result<String, String> {
+    let unavailable = |why: &str| Err(json!({"fleet": why}).to_string());
+    let req = client.request(subject, Bytes::from(exposed_uri));
+    let answer = match tokio::time::timeout(READ_TIMEOUT, req).await {
+        Ok(Ok(m)) => m,
+        _ => return unavailable("the owner did not answer"),
+    };
+    let v: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
+    if let Some(r) = v.get("result") {
+        Ok(r.to_string())
+    } else if let Some(e) = v.get("error") {
+        Err(e.to_string())
+    } else {
+        unavailable("the owner could not read")
+    }
 }
 
 /// Opens the bucket, creating it when absent.

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -42,11 +42,48 @@ enum Role {
     Direct,
 }
 
-#[derive(Debug)]
 struct Key {
     key: SubKey,
     kid: String,
     role: Role,
+    /// While following: the subscription to the key's update subject (only followed
+    /// keys' updates reach this instance).
+    updates: Option<Relay>,
+}
+
+/// A task forwarding one NATS subscription to the actor; dropping it ends the task and
+/// so the subscription (async-nats unsubscribes a dropped subscriber).
+struct Relay(tokio::task::JoinHandle<()>);
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Subscribes to `subject` and forwards its messages as updates (`None`: the
+/// subscription failed; the key is then followed without updates until the next role
+/// change, as when NATS drops them).
+async fn relay(
+    client: &async_nats::Client,
+    subject: String,
+    inbound: &mpsc::Sender<Inbound>,
+) -> Option<Relay> {
+    let mut sub = match client.subscribe(subject).await {
+        Ok(sub) => sub,
+        Err(e) => {
+            tracing::warn!(error = %e, "fleet: cannot subscribe to a key's updates");
+            return None;
+        }
+    };
+    let tx = inbound.clone();
+    Some(Relay(tokio::spawn(async move {
+        while let Some(m) = sub.next().await {
+            if tx.send(Inbound::Update(m)).await.is_err() {
+                return;
+            }
+        }
+    })))
 }
 
 /// The live NATS side.
@@ -71,8 +108,13 @@ struct Actor {
     events: mpsc::Sender<FleetEvent>,
     clients: ClientLink,
     conn: Option<Conn>,
+    /// Key id → key.
     keys: HashMap<String, Key>,
+    /// The hub's key → key id (the reverse of `keys`).
+    kids: HashMap<SubKey, String>,
     reader: Option<Reader>,
+    /// Where the NATS subscriptions' tasks send what they receive.
+    inbound: mpsc::Sender<Inbound>,
 }
 
 /// Starts the actor task.
@@ -83,6 +125,7 @@ pub fn spawn(
     clients: ClientLink,
     shutdown: CancellationToken,
 ) {
+    let (inbound, nats_rx) = mpsc::channel::<Inbound>(1024);
     let actor = Actor {
         instance: keys::new_instance_id(),
         cfg,
@@ -90,19 +133,25 @@ pub fn spawn(
         clients,
         conn: None,
         keys: HashMap::new(),
+        kids: HashMap::new(),
         reader: None,
+        inbound,
     };
-    tokio::spawn(actor.run(rx, shutdown));
+    tokio::spawn(actor.run(rx, nats_rx, shutdown));
 }
 
 impl Actor {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<FleetCmd>, shutdown: CancellationToken) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<FleetCmd>,
+        mut nats_rx: mpsc::Receiver<Inbound>,
+        shutdown: CancellationToken,
+    ) {
         let tick_every = Duration::from_millis((self.cfg.lease_ms / 3).max(100));
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (nats_tx, mut nats_rx) = mpsc::channel::<Inbound>(1024);
-        let mut subs: Option<tokio::task::JoinHandle<()>> = None;
-        self.connect(&nats_tx, &mut subs).await;
+        let mut subs: Option<Relay> = None;
+        self.connect(&mut subs).await;
         loop {
             let reader_ready = async {
                 match &self.reader {
@@ -120,7 +169,7 @@ impl Actor {
                 () = reader_ready => self.deliver_reads().await,
                 _ = tick.tick() => {
                     if self.conn.is_none() {
-                        self.connect(&nats_tx, &mut subs).await;
+                        self.connect(&mut subs).await;
                     }
                     self.maintain().await;
                 }
@@ -141,18 +190,12 @@ impl Actor {
                     .await;
             }
         }
-        if let Some(s) = subs {
-            s.abort();
-        }
+        drop(subs);
     }
 
     /// Connects (or fails quietly: the hub then gets `Direct` for every key), sets up
-    /// the buckets and the fleet-wide subscriptions, and rejoins keys held directly.
-    async fn connect(
-        &mut self,
-        nats_tx: &mpsc::Sender<Inbound>,
-        subs: &mut Option<tokio::task::JoinHandle<()>>,
-    ) {
+    /// the buckets and the fleet-wide read subscription, and rejoins keys held directly.
+    async fn connect(&mut self, subs: &mut Option<Relay>) {
         let mut opts = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(2))
             .name(format!("mcpmux-{}", self.instance));
@@ -191,36 +234,24 @@ impl Actor {
                     return;
                 }
             };
-        let updates = client
-            .subscribe(format!("mcpmux.{}.upd.*", self.cfg.name))
-            .await;
-        let reads = client.subscribe(keys::read_wildcard(&self.cfg.name)).await;
-        let (Ok(mut updates), Ok(mut reads)) = (updates, reads) else {
+        // Updates are subscribed per followed key (`relay`); reads fleet-wide.
+        let Ok(mut reads) = client.subscribe(keys::read_wildcard(&self.cfg.name)).await else {
             tracing::warn!("fleet: cannot subscribe on NATS");
             return;
         };
-        let tx = nats_tx.clone();
-        if let Some(old) = subs.take() {
-            old.abort();
-        }
-        *subs = Some(tokio::spawn(async move {
+        let tx = self.inbound.clone();
+        *subs = Some(Relay(tokio::spawn(async move {
             loop {
-                let inbound = tokio::select! {
-                    m = updates.next() => match m {
-                        Some(m) => Inbound::Update(m),
-                        None => Inbound::Lost,
-                    },
-                    m = reads.next() => match m {
-                        Some(m) => Inbound::ReadRequest(m),
-                        None => Inbound::Lost,
-                    },
+                let inbound = match reads.next().await {
+                    Some(m) => Inbound::ReadRequest(m),
+                    None => Inbound::Lost,
                 };
                 let lost = matches!(inbound, Inbound::Lost);
                 if tx.send(inbound).await.is_err() || lost {
                     return;
                 }
             }
-        }));
+        })));
         tracing::info!(nats = %self.cfg.nats, fleet = %self.cfg.name, instance = %self.instance, "fleet: connected");
         self.conn = Some(Conn {
             client,
@@ -265,12 +296,14 @@ impl Actor {
                     self.emit(event).await;
                     return;
                 }
+                self.kids.insert(key.clone(), kid.clone());
                 self.keys.insert(
                     kid.clone(),
                     Key {
                         key,
                         kid: kid.clone(),
                         role: Role::Direct,
+                        updates: None,
                     },
                 );
                 self.join(&kid, false).await;
@@ -295,7 +328,7 @@ impl Actor {
                                 .delete(keys::interest_key(&kid, &self.instance))
                                 .await;
                         }
-                        let k = self.keys.remove(&kid).expect("found");
+                        let k = self.remove_key(&kid).expect("found");
                         if role == Role::Direct {
                             self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
                         }
@@ -348,11 +381,20 @@ impl Actor {
             }
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 tracing::debug!(%kid, uri = %key.uri, "fleet: following");
+                // Subscribed before the hub hears "follow": no update is missed.
+                let updates = relay(
+                    &conn.client,
+                    keys::update_subject(&self.cfg.name, kid),
+                    &self.inbound,
+                )
+                .await;
                 let _ = conn
                     .interest
                     .put(keys::interest_key(kid, &self.instance), Bytes::new())
                     .await;
-                self.keys.get_mut(kid).expect("known").role = Role::Follow;
+                let k = self.keys.get_mut(kid).expect("known");
+                k.role = Role::Follow;
+                k.updates = updates;
                 self.emit(FleetEvent::Follow {
                     key,
                     drop_upstream: rejoin,
@@ -383,25 +425,14 @@ impl Actor {
         else {
             return;
         };
-        let prefix = format!("{kid}.");
-        let mine = keys::interest_key(kid, &self.instance);
-        let mut others = false;
-        if let Ok(mut names) = conn.interest.keys().await {
-            while let Some(Ok(name)) = names.next().await {
-                if name.starts_with(&prefix) && name != mine {
-                    others = true;
-                    break;
-                }
-            }
-        }
-        if others {
+        if others_interested(&conn.interest, kid, &self.instance).await {
             return;
         }
         let _ = conn
             .leases
             .delete_expect_revision(kid, Some(revision))
             .await;
-        let k = self.keys.remove(kid).expect("known");
+        let k = self.remove_key(kid).expect("known");
         tracing::debug!(%kid, uri = %k.key.uri, "fleet: released");
         self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
     }
@@ -441,11 +472,17 @@ impl Actor {
                             let k = self.keys.get_mut(&kid).expect("known");
                             tracing::warn!(%kid, uri = %k.key.uri, "fleet: lease lost to another instance");
                             if idle {
-                                let k = self.keys.remove(&kid).expect("known");
+                                let k = self.remove_key(&kid).expect("known");
                                 self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
                             } else {
                                 k.role = Role::Follow;
                                 let key = k.key.clone();
+                                k.updates = relay(
+                                    &conn.client,
+                                    keys::update_subject(&self.cfg.name, &kid),
+                                    &self.inbound,
+                                )
+                                .await;
                                 let _ = conn
                                     .interest
                                     .put(keys::interest_key(&kid, &self.instance), Bytes::new())
@@ -478,6 +515,7 @@ impl Actor {
                                 revision,
                                 idle: false,
                             };
+                            k.updates = None;
                             let key = k.key.clone();
                             let _ = conn
                                 .interest
@@ -509,6 +547,7 @@ impl Actor {
             let k = self.keys.get_mut(&kid).expect("known");
             let was = k.role;
             k.role = Role::Direct;
+            k.updates = None;
             let key = k.key.clone();
             match was {
                 Role::Follow => {
@@ -519,7 +558,7 @@ impl Actor {
                     .await
                 }
                 Role::Own { idle: true, .. } => {
-                    self.keys.remove(&kid);
+                    self.remove_key(&kid);
                     self.emit(FleetEvent::Unsubscribe { key }).await;
                 }
                 Role::Own { .. } => {
@@ -655,10 +694,14 @@ impl Actor {
     }
 
     fn kid_of(&self, key: &SubKey) -> Option<String> {
-        self.keys
-            .iter()
-            .find(|(_, k)| &k.key == key)
-            .map(|(kid, _)| kid.clone())
+        self.kids.get(key).cloned()
+    }
+
+    /// Forgets a key (its update subscription, if any, ends with it).
+    fn remove_key(&mut self, kid: &str) -> Option<Key> {
+        let k = self.keys.remove(kid)?;
+        self.kids.remove(&k.key);
+        Some(k)
     }
 
     async fn emit(&self, event: FleetEvent) {
@@ -694,6 +737,32 @@ async fn ask_owner(
     } else {
         unavailable("the owner could not read")
     }
+}
+
+/// Whether an instance other than `me` has a live interest entry for `kid`. Only that
+/// key's entries are looked at (`KID.INSTANCE`, listed by subject filter), not the whole
+/// bucket.
+async fn others_interested(interest: &kv::Store, kid: &str, me: &str) -> bool {
+    let mine = keys::interest_key(kid, me);
+    let filter = format!("{}{}", interest.prefix, keys::interest_key(kid, "*"));
+    let Ok(mut subjects) = interest.stream.info_with_subjects(filter).await else {
+        return false;
+    };
+    while let Ok(Some((subject, _))) = subjects.try_next().await {
+        let Some(name) = subject.strip_prefix(interest.prefix.as_str()) else {
+            continue;
+        };
+        if name == mine {
+            continue;
+        }
+        // A deleted or purged entry leaves a marker on its subject: only a put counts.
+        if let Ok(Some(e)) = interest.entry(name).await {
+            if e.operation == kv::Operation::Put {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Opens the bucket, creating it when absent.

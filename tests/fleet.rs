@@ -49,6 +49,31 @@ async fn stats_until(c: &mut HttpClient, what: &str, ok: impl Fn(&Value) -> bool
     }
 }
 
+fn base(d: &Daemon) -> String {
+    d.url.trim_end_matches("/mcp").to_owned()
+}
+
+/// Polls an instance's `/status` until its `fleet` satisfies `ok`; returns `fleet`.
+async fn status_until(d: &Daemon, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let s: Value = reqwest::get(format!("{}/status", base(d)))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ok(&s["fleet"]) {
+            return s["fleet"].clone();
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "timed out waiting for {what}: {s}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 async fn subscribe_all(clients: &mut [HttpClient]) {
     for c in clients {
         let r = c.call("resources/subscribe", json!({"uri": URI})).await;
@@ -84,6 +109,44 @@ async fn three_instances_share_one_subscription_and_one_read_per_change() {
     assert_eq!(
         s["counts"]["resources/subscribe"], 1,
         "one upstream subscription for 30 holders on 3 instances: {s}"
+    );
+
+    // Each instance's /status shows the fleet: the three instances, and the same owner
+    // for the key (the one instance that says it owns it); /metrics counts them.
+    let mut views = vec![];
+    for d in &instances {
+        views.push(
+            status_until(d, "3 instances and the key's owner", |f| {
+                f["instances"].as_array().map(Vec::len) == Some(3)
+                    && f["keys"][0]["owner"].is_string()
+            })
+            .await,
+        );
+    }
+    let ids: Vec<&Value> = views.iter().map(|f| &f["instance"]).collect();
+    for f in &views {
+        assert_eq!(f["instances"], views[0]["instances"], "{f}");
+        assert_eq!(f["keys"][0]["uri"], URI, "{f}");
+        assert_eq!(f["keys"][0]["owner"], views[0]["keys"][0]["owner"], "{f}");
+        for id in &ids {
+            assert!(f["instances"].as_array().unwrap().contains(id), "{f}");
+        }
+    }
+    let owners: Vec<&Value> = views
+        .iter()
+        .filter(|f| f["keys"][0]["role"] == "own")
+        .map(|f| &f["instance"])
+        .collect();
+    assert_eq!(owners, vec![&views[0]["keys"][0]["owner"]], "{views:?}");
+    let metrics = reqwest::get(format!("{}/metrics", base(&instances[1])))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "mcpmux_fleet_instances 3"),
+        "{metrics}"
     );
 
     // One update reaches all 30, through the owner's one upstream session.

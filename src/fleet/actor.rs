@@ -49,6 +49,8 @@ struct Key {
     /// While following: the subscription to the key's update subject (only followed
     /// keys' updates reach this instance).
     updates: Option<Relay>,
+    /// The owner's instance id (the lease's value), when known.
+    owner: Option<String>,
 }
 
 /// A task forwarding one NATS subscription to the actor; dropping it ends the task and
@@ -91,6 +93,8 @@ struct Conn {
     client: async_nats::Client,
     leases: kv::Store,
     interest: kv::Store,
+    /// Presence: one entry per live instance (`max_age` = `lease_ms`, put every tick).
+    instances: kv::Store,
 }
 
 /// The actor's client of the hub, for reads it serves as an owner.
@@ -115,6 +119,8 @@ struct Actor {
     reader: Option<Reader>,
     /// Where the NATS subscriptions' tasks send what they receive.
     inbound: mpsc::Sender<Inbound>,
+    /// This instance's presence value (JSON: id, start time).
+    presence: Bytes,
 }
 
 /// Starts the actor task.
@@ -126,8 +132,17 @@ pub fn spawn(
     shutdown: CancellationToken,
 ) {
     let (inbound, nats_rx) = mpsc::channel::<Inbound>(1024);
+    let instance = keys::new_instance_id();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let presence = Bytes::from(
+        json!({"instance": instance, "startedUnixMs": started, "version": env!("CARGO_PKG_VERSION")})
+            .to_string(),
+    );
     let actor = Actor {
-        instance: keys::new_instance_id(),
+        instance,
+        presence,
         cfg,
         events,
         clients,
@@ -151,6 +166,7 @@ impl Actor {
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut subs: Option<Relay> = None;
+        self.view(Vec::new()).await;
         self.connect(&mut subs).await;
         loop {
             let reader_ready = async {
@@ -177,6 +193,7 @@ impl Actor {
         }
         // Leaving: give up what this instance owns, so another takes over at once.
         if let Some(conn) = &self.conn {
+            let _ = conn.instances.delete(&self.instance).await;
             for k in self.keys.values() {
                 if let Role::Own { revision, .. } = k.role {
                     let _ = conn
@@ -235,6 +252,15 @@ impl Actor {
                 }
             };
         // Updates are subscribed per followed key (`relay`); reads fleet-wide.
+        let instances =
+            match bucket_or_create(&js, bucket(keys::instances_bucket(&self.cfg.name))).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet: cannot open the instances bucket");
+                    return;
+                }
+            };
+        let _ = instances.put(&self.instance, self.presence.clone()).await;
         let Ok(mut reads) = client.subscribe(keys::read_wildcard(&self.cfg.name)).await else {
             tracing::warn!("fleet: cannot subscribe on NATS");
             return;
@@ -257,6 +283,7 @@ impl Actor {
             client,
             leases,
             interest,
+            instances,
         });
         // Keys held directly while NATS was away rejoin the fleet.
         let direct: Vec<String> = self
@@ -304,6 +331,7 @@ impl Actor {
                         kid: kid.clone(),
                         role: Role::Direct,
                         updates: None,
+                        owner: None,
                     },
                 );
                 self.join(&kid, false).await;
@@ -369,10 +397,12 @@ impl Actor {
         match conn.leases.create(kid, me).await {
             Ok(revision) => {
                 tracing::debug!(%kid, uri = %key.uri, "fleet: owning");
-                self.keys.get_mut(kid).expect("known").role = Role::Own {
+                let k = self.keys.get_mut(kid).expect("known");
+                k.role = Role::Own {
                     revision,
                     idle: false,
                 };
+                k.owner = Some(self.instance.clone());
                 self.emit(FleetEvent::Own {
                     key,
                     subscribe: !rejoin,
@@ -392,9 +422,11 @@ impl Actor {
                     .interest
                     .put(keys::interest_key(kid, &self.instance), Bytes::new())
                     .await;
+                let owner = conn.leases.get(kid).await.ok().flatten();
                 let k = self.keys.get_mut(kid).expect("known");
                 k.role = Role::Follow;
                 k.updates = updates;
+                k.owner = owner.map(|v| String::from_utf8_lossy(&v).into_owned());
                 self.emit(FleetEvent::Follow {
                     key,
                     drop_upstream: rejoin,
@@ -446,6 +478,16 @@ impl Actor {
         if conn.client.connection_state() != async_nats::connection::State::Connected {
             return self.lost().await;
         }
+        let _ = conn
+            .instances
+            .put(&self.instance, self.presence.clone())
+            .await;
+        self.maintain_keys().await;
+        self.publish_view().await;
+    }
+
+    /// Renews, takes over and releases keys (the tick's part for keys).
+    async fn maintain_keys(&mut self) {
         let kids: Vec<String> = self.keys.keys().cloned().collect();
         let me = Bytes::from(self.instance.clone());
         for kid in kids {
@@ -476,6 +518,7 @@ impl Actor {
                                 self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
                             } else {
                                 k.role = Role::Follow;
+                                k.owner = None;
                                 let key = k.key.clone();
                                 k.updates = relay(
                                     &conn.client,
@@ -503,8 +546,12 @@ impl Actor {
                         .put(keys::interest_key(&kid, &self.instance), Bytes::new())
                         .await;
                     let owner_gone = match conn.leases.entry(&kid).await {
-                        Ok(Some(e)) => e.operation != kv::Operation::Put,
-                        Ok(None) => true,
+                        Ok(Some(e)) if e.operation == kv::Operation::Put => {
+                            let owner = String::from_utf8_lossy(&e.value).into_owned();
+                            self.keys.get_mut(&kid).expect("known").owner = Some(owner);
+                            false
+                        }
+                        Ok(_) => true,
                         Err(_) => false,
                     };
                     if owner_gone {
@@ -516,6 +563,7 @@ impl Actor {
                                 idle: false,
                             };
                             k.updates = None;
+                            k.owner = Some(self.instance.clone());
                             let key = k.key.clone();
                             let _ = conn
                                 .interest
@@ -548,6 +596,7 @@ impl Actor {
             let was = k.role;
             k.role = Role::Direct;
             k.updates = None;
+            k.owner = None;
             let key = k.key.clone();
             match was {
                 Role::Follow => {
@@ -571,6 +620,7 @@ impl Actor {
                 Role::Direct => {}
             }
         }
+        self.view(Vec::new()).await;
     }
 
     async fn on_inbound(&mut self, inbound: Inbound) {
@@ -691,6 +741,35 @@ impl Actor {
                 })
                 .await;
         });
+    }
+
+    /// Tells the hub the fleet as seen now: the live instances from the presence
+    /// bucket (a handful of entries: one per instance).
+    async fn publish_view(&self) {
+        let mut instances = Vec::new();
+        if let Some(conn) = &self.conn {
+            if let Ok(mut names) = conn.instances.keys().await {
+                while let Some(Ok(name)) = names.next().await {
+                    instances.push(name);
+                }
+            }
+        }
+        instances.sort();
+        self.view(instances).await;
+    }
+
+    async fn view(&self, instances: Vec<String>) {
+        let owners = self
+            .keys
+            .values()
+            .filter_map(|k| k.owner.clone().map(|o| (k.key.clone(), o)))
+            .collect();
+        self.emit(FleetEvent::View {
+            instance: self.instance.clone(),
+            instances,
+            owners,
+        })
+        .await;
     }
 
     fn kid_of(&self, key: &SubKey) -> Option<String> {

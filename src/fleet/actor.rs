@@ -4,31 +4,36 @@
 //! over when its owner's lease is gone, relays updates, and answers followers' reads
 //! by reading through the hub as a client of its own.
 //!
-//! Owns the NATS connection, the two KV buckets and the per-key roles. Never touches the
+//! Reads across the fleet are in `reads.rs`, NATS plumbing (per-key update
+//! subscriptions, one key's interest lookup, buckets) in `nats.rs`. Each tick also
+//! renews this instance's presence entry and tells the hub the fleet view.
+//!
+//! Owns the NATS connection, the three KV buckets (leases, interest, instances) and the
+//! per-key roles. Never touches the
 //! hub's state: everything it learns goes to the hub as a [`FleetEvent`]. Never waits
 //! for another instance inside its loop: a read sent to the owner is a task of its own.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::StreamExt;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+mod nats;
+mod reads;
+
+use nats::{bucket_or_create, others_interested, relay, Relay};
+use reads::Reader;
 
 use super::keys;
 use super::{FleetCmd, FleetEvent};
 use crate::config::FleetConfig;
 use crate::downstream::link::ClientLink;
-use crate::downstream::outbox::Outbox;
-use crate::protocol::{Message, RawId};
-use crate::state::ids::{ClientId, SubKey};
-
-/// How long a follower waits for the owner's answer to a read before reading itself.
-const READ_TIMEOUT: Duration = Duration::from_secs(3);
+use crate::state::ids::SubKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -53,41 +58,6 @@ struct Key {
     owner: Option<String>,
 }
 
-/// A task forwarding one NATS subscription to the actor; dropping it ends the task and
-/// so the subscription (async-nats unsubscribes a dropped subscriber).
-struct Relay(tokio::task::JoinHandle<()>);
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Subscribes to `subject` and forwards its messages as updates (`None`: the
-/// subscription failed; the key is then followed without updates until the next role
-/// change, as when NATS drops them).
-async fn relay(
-    client: &async_nats::Client,
-    subject: String,
-    inbound: &mpsc::Sender<Inbound>,
-) -> Option<Relay> {
-    let mut sub = match client.subscribe(subject).await {
-        Ok(sub) => sub,
-        Err(e) => {
-            tracing::warn!(error = %e, "fleet: cannot subscribe to a key's updates");
-            return None;
-        }
-    };
-    let tx = inbound.clone();
-    Some(Relay(tokio::spawn(async move {
-        while let Some(m) = sub.next().await {
-            if tx.send(Inbound::Update(m)).await.is_err() {
-                return;
-            }
-        }
-    })))
-}
-
 /// The live NATS side.
 struct Conn {
     client: async_nats::Client,
@@ -95,15 +65,6 @@ struct Conn {
     interest: kv::Store,
     /// Presence: one entry per live instance (`max_age` = `lease_ms`, put every tick).
     instances: kv::Store,
-}
-
-/// The actor's client of the hub, for reads it serves as an owner.
-struct Reader {
-    client: ClientId,
-    outbox: Arc<Outbox>,
-    next: u64,
-    /// Request id → the NATS reply subject.
-    waiting: HashMap<u64, async_nats::Subject>,
 }
 
 struct Actor {
@@ -643,106 +604,6 @@ impl Actor {
         }
     }
 
-    /// A follower asks this instance (the owner) for a read: read through the hub.
-    async fn serve_read(&mut self, m: async_nats::Message) {
-        let Some(reply) = m.reply.clone() else {
-            return;
-        };
-        let kid = m.subject.as_str().rsplit('.').next().unwrap_or_default();
-        let owned = matches!(self.keys.get(kid).map(|k| k.role), Some(Role::Own { .. }));
-        if !owned {
-            // Every instance hears the request; only the owner answers it.
-            return;
-        }
-        let uri = String::from_utf8_lossy(&m.payload).into_owned();
-        if self.reader.is_none() {
-            self.reader = open_reader(&self.clients).await;
-        }
-        let Some(r) = self.reader.as_mut() else {
-            self.answer(reply, &json!({"fleet": "cannot read"})).await;
-            return;
-        };
-        r.next += 1;
-        let id = r.next;
-        r.waiting.insert(id, reply);
-        let req = Message::request(
-            &RawId::from_u64(id),
-            "resources/read",
-            Some(&json!({ "uri": uri })),
-        );
-        let _ = self.clients.client_message(r.client, req).await;
-    }
-
-    /// Answers from the hub to reads served for followers.
-    async fn deliver_reads(&mut self) {
-        let Some(r) = self.reader.as_mut() else {
-            return;
-        };
-        let mut out = Vec::new();
-        if r.outbox.drain(&mut out).is_err() {
-            self.reader = None;
-            return;
-        }
-        let mut replies = Vec::new();
-        for o in out {
-            let Ok(msg) = Message::parse(&o.bytes) else {
-                continue;
-            };
-            let Some(id) = msg.id().and_then(RawId::as_u64) else {
-                continue;
-            };
-            if let Some(reply) = r.waiting.remove(&id) {
-                let body = match (msg.result(), msg.error()) {
-                    (Some(res), _) => format!("{{\"result\":{}}}", res.get()),
-                    (None, Some(err)) => format!("{{\"error\":{}}}", err.get()),
-                    _ => continue,
-                };
-                replies.push((reply, body));
-            }
-        }
-        if let Some(conn) = &self.conn {
-            for (reply, body) in replies {
-                let _ = conn.client.publish(reply, Bytes::from(body)).await;
-            }
-        }
-    }
-
-    async fn answer(&self, reply: async_nats::Subject, body: &serde_json::Value) {
-        if let Some(conn) = &self.conn {
-            let _ = conn
-                .client
-                .publish(reply, Bytes::from(body.to_string()))
-                .await;
-        }
-    }
-
-    /// A follower's read, answered by the owner, in a task of its own (the actor goes
-    /// on relaying updates and renewing leases meanwhile), which sends the hub
-    /// `FleetEvent::ReadDone`.
-    fn read_from_owner(&self, key: SubKey, exposed_uri: String, generation: u64) {
-        let target = match (self.kid_of(&key), &self.conn) {
-            (Some(kid), Some(conn)) => Some((
-                conn.client.clone(),
-                keys::read_subject(&self.cfg.name, &kid),
-            )),
-            _ => None,
-        };
-        let events = self.events.clone();
-        tokio::spawn(async move {
-            let outcome = match target {
-                Some((client, subject)) => ask_owner(&client, subject, exposed_uri).await,
-                None => Err(json!({"fleet": "no fleet"}).to_string()),
-            };
-            let _ = events
-                .send(FleetEvent::ReadDone {
-                    key,
-                    generation,
-                    outcome,
-                })
-                .await;
-        });
-    }
-
     /// Tells the hub the fleet as seen now: the live instances from the presence
     /// bucket (a handful of entries: one per instance).
     async fn publish_view(&self) {
@@ -793,87 +654,4 @@ enum Inbound {
     Update(async_nats::Message),
     ReadRequest(async_nats::Message),
     Lost,
-}
-
-/// Asks the owner for a read. `Err` carries an error object; a read the fleet cannot do
-/// is `Err` with `"fleet"` set (the hub then reads itself).
-async fn ask_owner(
-    client: &async_nats::Client,
-    subject: String,
-    exposed_uri: String,
-) -> Result<String, String> {
-    let unavailable = |why: &str| Err(json!({"fleet": why}).to_string());
-    let req = client.request(subject, Bytes::from(exposed_uri));
-    let answer = match tokio::time::timeout(READ_TIMEOUT, req).await {
-        Ok(Ok(m)) => m,
-        _ => return unavailable("the owner did not answer"),
-    };
-    let v: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
-    if let Some(r) = v.get("result") {
-        Ok(r.to_string())
-    } else if let Some(e) = v.get("error") {
-        Err(e.to_string())
-    } else {
-        unavailable("the owner could not read")
-    }
-}
-
-/// Whether an instance other than `me` has a live interest entry for `kid`. Only that
-/// key's entries are looked at (`KID.INSTANCE`, listed by subject filter), not the whole
-/// bucket.
-async fn others_interested(interest: &kv::Store, kid: &str, me: &str) -> bool {
-    let mine = keys::interest_key(kid, me);
-    let filter = format!("{}{}", interest.prefix, keys::interest_key(kid, "*"));
-    let Ok(mut subjects) = interest.stream.info_with_subjects(filter).await else {
-        return false;
-    };
-    while let Ok(Some((subject, _))) = subjects.try_next().await {
-        let Some(name) = subject.strip_prefix(interest.prefix.as_str()) else {
-            continue;
-        };
-        if name == mine {
-            continue;
-        }
-        // A deleted or purged entry leaves a marker on its subject: only a put counts.
-        if let Ok(Some(e)) = interest.entry(name).await {
-            if e.operation == kv::Operation::Put {
-                return true;
-            }
-        }
-    }
-    false
-}
-
-/// Opens the bucket, creating it when absent.
-async fn bucket_or_create(
-    js: &async_nats::jetstream::Context,
-    config: kv::Config,
-) -> Result<kv::Store, String> {
-    match js.get_key_value(config.bucket.clone()).await {
-        Ok(store) => Ok(store),
-        Err(_) => js.create_key_value(config).await.map_err(|e| e.to_string()),
-    }
-}
-
-/// The actor's own client of the hub (initialized like any legacy client), through
-/// which it reads for followers: such reads use this instance's cache.
-async fn open_reader(clients: &ClientLink) -> Option<Reader> {
-    let outbox = Outbox::for_transport(1024, "fleet");
-    let client = clients.open_client(outbox.clone()).await.ok()?;
-    let init = Message::request(
-        &RawId::from_u64(0),
-        "initialize",
-        Some(&json!({"protocolVersion": crate::protocol::LATEST_VERSION,
-            "capabilities": {}, "clientInfo": {"name": "mcpmux-fleet", "version": env!("CARGO_PKG_VERSION")}})),
-    );
-    clients.client_message(client, init).await.ok()?;
-    let initialized = Message::notification("notifications/initialized", None);
-    clients.client_message(client, initialized).await.ok()?;
-    // The initialize answer is drained with the first reads (id 0 matches no read).
-    Some(Reader {
-        client,
-        outbox,
-        next: 0,
-        waiting: HashMap::new(),
-    })
 }

@@ -13,6 +13,7 @@ use std::time::Instant;
 use common::fleet::{HttpUpstream, Nats};
 use common::http::{Daemon, HttpClient};
 use common::EVENT_TIMEOUT;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 
 const URI: &str = "test://static/1";
@@ -39,6 +40,31 @@ async fn stats_until(c: &mut HttpClient, what: &str, ok: impl Fn(&Value) -> bool
         let s = stats(c).await;
         if ok(&s) {
             return s;
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "timed out waiting for {what}: {s}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+fn base(d: &Daemon) -> String {
+    d.url.trim_end_matches("/mcp").to_owned()
+}
+
+/// Polls an instance's `/status` until its `fleet` satisfies `ok`; returns `fleet`.
+async fn status_until(d: &Daemon, what: &str, ok: impl Fn(&Value) -> bool) -> Value {
+    let start = Instant::now();
+    loop {
+        let s: Value = reqwest::get(format!("{}/status", base(d)))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if ok(&s["fleet"]) {
+            return s["fleet"].clone();
         }
         assert!(
             start.elapsed() < EVENT_TIMEOUT,
@@ -83,6 +109,44 @@ async fn three_instances_share_one_subscription_and_one_read_per_change() {
     assert_eq!(
         s["counts"]["resources/subscribe"], 1,
         "one upstream subscription for 30 holders on 3 instances: {s}"
+    );
+
+    // Each instance's /status shows the fleet: the three instances, and the same owner
+    // for the key (the one instance that says it owns it); /metrics counts them.
+    let mut views = vec![];
+    for d in &instances {
+        views.push(
+            status_until(d, "3 instances and the key's owner", |f| {
+                f["instances"].as_array().map(Vec::len) == Some(3)
+                    && f["keys"][0]["owner"].is_string()
+            })
+            .await,
+        );
+    }
+    let ids: Vec<&Value> = views.iter().map(|f| &f["instance"]).collect();
+    for f in &views {
+        assert_eq!(f["instances"], views[0]["instances"], "{f}");
+        assert_eq!(f["keys"][0]["uri"], URI, "{f}");
+        assert_eq!(f["keys"][0]["owner"], views[0]["keys"][0]["owner"], "{f}");
+        for id in &ids {
+            assert!(f["instances"].as_array().unwrap().contains(id), "{f}");
+        }
+    }
+    let owners: Vec<&Value> = views
+        .iter()
+        .filter(|f| f["keys"][0]["role"] == "own")
+        .map(|f| &f["instance"])
+        .collect();
+    assert_eq!(owners, vec![&views[0]["keys"][0]["owner"]], "{views:?}");
+    let metrics = reqwest::get(format!("{}/metrics", base(&instances[1])))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.lines().any(|l| l == "mcpmux_fleet_instances 3"),
+        "{metrics}"
     );
 
     // One update reaches all 30, through the owner's one upstream session.
@@ -152,13 +216,17 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
     let mut watcher = HttpClient::connect(&instances[1].url, json!({})).await;
     let s = stats(&mut watcher).await;
     assert_eq!(s["counts"]["resources/subscribe"], 1, "{s}");
+    assert_eq!(s["subscribers"][URI], 1, "{s}");
+    assert_eq!(s["sessions"]["gone"], 0, "{s}");
 
     // The first instance took the lease: kill it without a goodbye.
     let killed = Instant::now();
     let mut owner = instances.remove(0);
     owner.child.kill().await.unwrap();
     let _dead = holders.remove(0);
-    // Another instance owns the key within the lease: a second upstream subscribe.
+    // The upstream sees the dead owner's session end (its GET stream's connection
+    // closed), and another instance owns the key within the lease: a second upstream
+    // subscribe.
     let s = stats_until(&mut watcher, "a new owner's subscribe", |s| {
         s["counts"]["resources/subscribe"] == 2
     })
@@ -167,6 +235,14 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
     assert!(
         took.as_millis() < u128::from(LEASE_MS) * 4,
         "takeover took {took:?} (lease {LEASE_MS} ms): {s}"
+    );
+    let s = stats_until(&mut watcher, "the killed owner's session to end", |s| {
+        s["sessions"]["gone"] == 1
+    })
+    .await;
+    assert_eq!(
+        s["subscribers"][URI], 1,
+        "exactly one live session holds the subscription after the takeover: {s}"
     );
     // Holders were told the URI may have changed; then updates flow again to all 20.
     watcher
@@ -194,10 +270,16 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
             c.call("resources/unsubscribe", json!({"uri": URI})).await;
         }
     }
-    stats_until(&mut watcher, "the last upstream unsubscribe", |s| {
+    let s = stats_until(&mut watcher, "the last upstream unsubscribe", |s| {
         s["counts"]["resources/unsubscribe"] == 1
     })
     .await;
+    assert_eq!(
+        s["subscribers"],
+        json!({}),
+        "no live upstream subscription is left: {s}"
+    );
+    assert_eq!(s["sessions"]["gone"], 1, "{s}");
     // ... and no lease is left in the bucket.
     let js = async_nats::jetstream::new(async_nats::connect(nats.url()).await.unwrap());
     let start = Instant::now();
@@ -339,4 +421,105 @@ async fn leases_follow_holders_across_instances() {
         let n = s["subscribers"][uri].as_u64().unwrap_or(0);
         assert_eq!(n, u64::from(want), "{uri}: {s}");
     }
+}
+
+/// The fleet actor never waits for another instance: while a follower's read waits for
+/// the owner's answer (here the test plays the owner, holds the lease, and answers the
+/// read only once the follower has relayed a later update), updates still reach the
+/// follower's holders. An actor that awaited the answer in its loop would relay the
+/// update only after giving up on the owner (3 s), then read upstream itself: the
+/// client would get the upstream's text, not the owner's.
+#[tokio::test]
+async fn a_follower_relays_updates_while_its_read_waits_for_the_owner() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let fleet = fleet_name() + "r";
+    let kid = mcpmux::fleet::keys::key_id("up", URI);
+    // The test is the owner: it holds the lease, renewing it, and listens for reads.
+    let nc = async_nats::connect(nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(nc.clone());
+    let leases = js
+        .create_key_value(async_nats::jetstream::kv::Config {
+            bucket: mcpmux::fleet::keys::lease_bucket(&fleet),
+            history: 1,
+            max_age: std::time::Duration::from_millis(LEASE_MS),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut revision = leases.create(&kid, "itest-owner".into()).await.unwrap();
+    let renew = {
+        let (leases, kid) = (leases.clone(), kid.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(std::time::Duration::from_millis(LEASE_MS / 3));
+            loop {
+                tick.tick().await;
+                revision = leases
+                    .update(&kid, "itest-owner".into(), revision)
+                    .await
+                    .expect("the test keeps its lease");
+            }
+        })
+    };
+    let mut reads = nc
+        .subscribe(mcpmux::fleet::keys::read_subject(&fleet, &kid))
+        .await
+        .unwrap();
+    nc.flush().await.unwrap();
+
+    let d = Daemon::start(&fleet_config(&nats.url(), &fleet, &up.url)).await;
+    let mut holder = HttpClient::connect(&d.url, json!({})).await;
+    subscribe_all(std::slice::from_mut(&mut holder)).await;
+    let mut reader = HttpClient::connect(&d.url, json!({})).await;
+    let s = stats(&mut reader).await;
+    assert_eq!(
+        s["counts"]["resources/subscribe"].as_u64().unwrap_or(0),
+        0,
+        "a follower: {s}"
+    );
+
+    let update = |n: u64| {
+        bytes::Bytes::from(
+            json!({"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                "params": {"uri": URI, "_meta": {"n": n}}})
+            .to_string(),
+        )
+    };
+    let upd = mcpmux::fleet::keys::update_subject(&fleet, &kid);
+    let read = reader.call("resources/read", json!({"uri": URI}));
+    let owner = async {
+        // The follower's read arrives; while it waits, an update is published.
+        let req = tokio::time::timeout(EVENT_TIMEOUT, reads.next())
+            .await
+            .expect("the follower's read reaches the owner")
+            .unwrap();
+        assert_eq!(&req.payload[..], URI.as_bytes());
+        nc.publish(upd.clone(), update(7)).await.unwrap();
+        let start = Instant::now();
+        loop {
+            let ev = holder.next_event().await;
+            if ev["params"]["_meta"]["n"] == 7 {
+                break;
+            }
+            assert!(start.elapsed() < EVENT_TIMEOUT, "no update");
+        }
+        // Only now does the owner answer the read.
+        let body = json!({"result": {"contents": [{"uri": URI, "text": "from the owner"}]}});
+        nc.publish(req.reply.unwrap(), body.to_string().into())
+            .await
+            .unwrap();
+    };
+    let (r, ()) = tokio::join!(read, owner);
+    assert_eq!(
+        r["result"]["contents"][0]["text"], "from the owner",
+        "the read was answered by the owner: {r}"
+    );
+    let s = stats(&mut reader).await;
+    assert_eq!(
+        s["by_uri"]["resources/read"][URI].as_u64().unwrap_or(0),
+        0,
+        "no upstream read: {s}"
+    );
+    renew.abort();
 }

@@ -7,7 +7,10 @@
 //! waits for the stream's first message: a response alone is answered as
 //! `application/json`, anything else turns the answer into an SSE stream that ends
 //! with the response (or [`Push::End`]). A session's GET stream is the receiving half
-//! of the channel kept in its [`GetSlot`].
+//! of the channel kept in its [`GetSlot`]; dropped before it ended (its client's
+//! connection went away), it ends the session unless a request stream of the session is
+//! open (the crate doc, "A session ends when its client goes away"). Connections never
+//! touch the server's state themselves: they only send [`Cmd`]s to the owning task.
 
 use std::convert::Infallible;
 use std::io::Write;
@@ -48,6 +51,9 @@ enum Cmd {
     },
     /// The client closed a modern request's stream before its response.
     Cancel { client: Client, id: Value },
+    /// Session `n`'s GET stream was dropped before it ended: its client's connection
+    /// went away (see [`Server::get_gone`]).
+    GetGone { session: u64 },
 }
 
 /// What became of a POST.
@@ -59,6 +65,8 @@ enum Posted {
         rx: UnboundedReceiver<Push>,
         cancel: Option<(Client, Value)>,
         new_session: Option<u64>,
+        /// The session's request-stream count, held until the answer is dropped.
+        open: Option<Arc<()>>,
     },
 }
 
@@ -101,6 +109,21 @@ impl Server {
         state.get.clear();
         self.drop_parked(client);
         true
+    }
+
+    /// Session `n`'s GET stream was dropped unfinished (its client's connection went
+    /// away). The session ends, as by DELETE, unless a newer GET stream replaced it or a
+    /// request stream of the session is still open (the client is still there).
+    fn get_gone(&mut self, n: u64) {
+        let Some(state) = self.sessions.open.get(&Client::Session(n)) else {
+            return;
+        };
+        if state.get.is_open() || Arc::strong_count(&state.requests) > 1 {
+            return;
+        }
+        eprintln!("[scripted] s{n}: its client went away; the session ends");
+        self.sessions.gone += 1;
+        self.end_session(n);
     }
 
     fn stateless(&mut self) -> Client {
@@ -200,6 +223,7 @@ async fn own(mut server: Server, mut rx: UnboundedReceiver<Cmd>) {
                 let _ = reply.send(get_or_delete(&mut server, delete, session));
             }
             Cmd::Cancel { client, id } => server.cancel_as(client, &id),
+            Cmd::GetGone { session } => server.get_gone(session),
         }
     }
 }
@@ -256,6 +280,7 @@ async fn handle(commands: Commands, req: Request<Incoming>) -> Response<OutBody>
                 rx,
                 cancel,
                 new_session,
+                open,
             }) => {
                 // Closing a modern request's stream cancels it (a listen ends); a legacy
                 // one is not cancelled by a disconnect.
@@ -265,7 +290,9 @@ async fn handle(commands: Commands, req: Request<Incoming>) -> Response<OutBody>
                     id,
                     armed: true,
                 });
-                respond(rx, guard, new_session).await
+                let mut resp = respond(rx, guard, new_session).await;
+                resp.body_mut().open = open;
+                resp
             }
             Err(_) => plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down"),
         }
@@ -277,9 +304,18 @@ async fn handle(commands: Commands, req: Request<Incoming>) -> Response<OutBody>
             session,
             reply,
         });
-        answer
+        let mut resp = answer
             .await
-            .unwrap_or_else(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down"))
+            .unwrap_or_else(|_| plain(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
+        if let (false, StatusCode::OK, Some(Some(n))) = (delete, resp.status(), session) {
+            // The session's GET stream: dropped unfinished, its client went away.
+            resp.body_mut().gone = Some(GetGone {
+                commands,
+                session: n,
+                armed: true,
+            });
+        }
+        resp
     } else {
         let mut resp = plain(StatusCode::METHOD_NOT_ALLOWED, "method not allowed");
         resp.headers_mut()
@@ -390,10 +426,16 @@ async fn post(server: &mut Server, session: Option<Option<u64>>, body: &[u8]) ->
         stream: Some(tx),
     };
     server.handle_routed(msg, route).await;
+    let open = server
+        .sessions
+        .open
+        .get(&client)
+        .map(|s| s.requests.clone());
     Posted::Stream {
         rx,
         cancel: modern.then_some((client, id)),
         new_session,
+        open,
     }
 }
 
@@ -559,11 +601,42 @@ impl Drop for CancelGuard {
     }
 }
 
+/// Tells the server when a session's GET stream is dropped before it ended (the client's
+/// connection went away, not a newer GET or the session's end, which end it first).
+struct GetGone {
+    commands: Commands,
+    session: u64,
+    armed: bool,
+}
+
+impl Drop for GetGone {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.commands.send(Cmd::GetGone {
+                session: self.session,
+            });
+        }
+    }
+}
+
 /// A response body: one chunk, or an SSE stream fed by a [`Push`] channel.
 pub struct OutBody {
     first: Option<Bytes>,
     rx: Option<UnboundedReceiver<Push>>,
     guard: Option<CancelGuard>,
+    /// A session's GET stream: reports its drop unless it ended first.
+    gone: Option<GetGone>,
+    /// A request stream of a session: its share of the session's open-request count.
+    open: Option<Arc<()>>,
+}
+
+impl Drop for OutBody {
+    fn drop(&mut self) {
+        // The request count first: the server must see this stream closed when it
+        // handles `GetGone`.
+        self.open = None;
+        self.gone = None;
+    }
 }
 
 impl OutBody {
@@ -572,13 +645,18 @@ impl OutBody {
             first: None,
             rx: None,
             guard: None,
+            gone: None,
+            open: None,
         }
     }
 
     fn once(text: String) -> Self {
         OutBody {
             first: Some(Bytes::from(text)),
-            ..OutBody::empty()
+            rx: None,
+            guard: None,
+            gone: None,
+            open: None,
         }
     }
 
@@ -587,12 +665,18 @@ impl OutBody {
             first: first.as_deref().map(event),
             rx: Some(rx),
             guard,
+            gone: None,
+            open: None,
         }
     }
 
     fn finish(&mut self) {
         self.rx = None;
         disarm(&mut self.guard);
+        if let Some(g) = &mut self.gone {
+            // Ended by the server (a newer GET, the session's end): not a departure.
+            g.armed = false;
+        }
     }
 }
 

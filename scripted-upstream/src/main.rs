@@ -202,7 +202,8 @@
 //!   "subscribers": { "<uri>": n },              // sessions holding a subscription to it (URIs nobody holds: absent)
 //!   "sessions":   { "opened": n,                // sessions ever opened (stdio: 1)
 //!                   "open": n,                  // not ended (stdio: 1)
-//!                   "ended": n,                 // by DELETE or end_session (stdio: 0)
+//!                   "ended": n,                 // by DELETE, end_session or its client going away (stdio: 0)
+//!                   "gone": n,                  // of those, ended by its client going away (stdio: 0)
 //!                   "streams": n },             // open sessions whose GET stream is open (stdio: 1)
 //!   "refused":    { "missing_session": n,       // HTTP 400s for want of Mcp-Session-Id (stdio: 0)
 //!                   "unknown_session": n },     // HTTP 404s for an unknown Mcp-Session-Id (stdio: 0)
@@ -402,6 +403,17 @@
 //! in it) are dropped: their POST answers end without a response. Its id then gets 404.
 //! No `Mcp-Session-Id` → 400, an unknown one → 404, `modern` era → 405.
 //!
+//! **A session ends when its client goes away**: when its GET stream is closed by the
+//! client's side (the connection closes or breaks: a client killed without a DELETE),
+//! not by a newer GET or by the session's end, and no request stream of the session is
+//! open at that moment (a POST still waiting for its answer means the client is still
+//! there), the session ends exactly as by DELETE (`sessions.ended` and `sessions.gone`
+//! count it; its id then gets 404). The GET stream is a session's one long-lived
+//! connection, so a real server can use the same rule to drop the subscriptions of a
+//! client that died without saying goodbye; a client that closes its GET stream on
+//! purpose and keeps POSTing loses its session. Only that moment is checked: a session
+//! whose GET stream went while a request was open lives on until DELETE.
+//!
 //! **Notifications of the control tools** (whoever calls them): `emit_update` and
 //! `emit_updates` send each untagged `notifications/resources/updated` on the GET stream
 //! of EVERY session subscribed to `uri` (in session order; not to other sessions, unlike
@@ -431,7 +443,7 @@
 //! sorted union of every session's subscriptions, `subscribers` counts the sessions
 //! holding each URI, `sessions` and `refused` count HTTP sessions and refusals; the
 //! listens of every client are in `listens`. (In stdio mode `sessions` is
-//! `{"opened": 1, "open": 1, "ended": 0, "streams": 1}`, `subscribers` has 1 for each
+//! `{"opened": 1, "open": 1, "ended": 0, "gone": 0, "streams": 1}`, `subscribers` has 1 for each
 //! subscribed URI, `refused` is zeros.)
 
 mod base64;

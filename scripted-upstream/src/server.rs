@@ -293,6 +293,10 @@ pub struct SessionState {
     pub subscribed: BTreeSet<String>,
     /// HTTP: the GET stream.
     pub get: Arc<GetSlot>,
+    /// HTTP: one clone per open request stream (POST answer) of the session, so its
+    /// strong count tells whether the client still has one open (the session's end
+    /// by disconnect, `http.rs`).
+    pub requests: Arc<()>,
 }
 
 /// Sessions, open and past, and the HTTP requests refused for their session id.
@@ -301,6 +305,9 @@ pub struct Sessions {
     pub open: BTreeMap<Client, SessionState>,
     pub opened: u64,
     pub ended: u64,
+    /// Of `ended`: sessions ended because their client went away (HTTP mode, "A session
+    /// ends when its client goes away").
+    pub gone: u64,
     /// HTTP requests refused with 400 for lack of an `Mcp-Session-Id`.
     pub missing: u64,
     /// HTTP requests refused with 404 for an unknown `Mcp-Session-Id`.

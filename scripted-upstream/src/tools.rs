@@ -639,6 +639,7 @@ impl Server {
             "opened": self.sessions.opened,
             "open": self.sessions.open.len(),
             "ended": self.sessions.ended,
+            "gone": self.sessions.gone,
             "streams": streams,
         });
         stats["refused"] = json!({

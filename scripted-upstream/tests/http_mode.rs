@@ -351,7 +351,7 @@ async fn sessions_share_one_state_but_each_has_its_own_subscriptions() {
     assert_eq!(s["subscribers"], json!({u1: 1, u2: 1}));
     assert_eq!(
         s["sessions"],
-        json!({"opened": 2, "open": 2, "ended": 0, "streams": 2})
+        json!({"opened": 2, "open": 2, "ended": 0, "gone": 0, "streams": 2})
     );
 
     // A emits for B's URI, then for its own: B gets the first only, A the second only
@@ -430,7 +430,7 @@ async fn delete_ends_a_session_and_its_subscriptions() {
     assert_eq!(s["subscribed"], json!([uri]));
     assert_eq!(
         s["sessions"],
-        json!({"opened": 2, "open": 1, "ended": 1, "streams": 0})
+        json!({"opened": 2, "open": 1, "ended": 1, "gone": 0, "streams": 0})
     );
 
     // The ended session, and one that never was: 404 on POST, GET and DELETE.
@@ -471,8 +471,62 @@ async fn delete_ends_a_session_and_its_subscriptions() {
     assert_eq!(s["subscribers"], json!({}));
     assert_eq!(
         s["sessions"],
-        json!({"opened": 3, "open": 1, "ended": 2, "streams": 0})
+        json!({"opened": 3, "open": 1, "ended": 2, "gone": 0, "streams": 0})
     );
+}
+
+#[tokio::test]
+async fn a_session_whose_client_went_away_ends() {
+    let up = Upstream::spawn(&[]).await;
+    let uri = "test://static/4";
+    let mut a = up.session().await;
+    let mut b = up.session().await;
+    let mut c = up.session().await;
+    let a_get = a.get_stream().await;
+    let b_get = b.get_stream().await;
+    let c_get = c.get_stream().await;
+    for s in [&mut a, &mut b, &mut c] {
+        s.request("resources/subscribe", json!({"uri": uri})).await;
+    }
+    let mut watcher = up.session().await;
+    assert_eq!(watcher.stats().await["subscribers"], json!({uri: 3}));
+
+    // A's client goes away (its GET stream's connection closes, nothing else is open):
+    // the session ends, its subscription with it.
+    drop(a_get);
+    let s = watcher
+        .stats_until("A's end", |s| s["sessions"]["gone"] == 1)
+        .await;
+    assert_eq!(s["subscribers"], json!({uri: 2}), "{s}");
+    assert_eq!(s["sessions"]["ended"], 1, "{s}");
+    let ping = json!({"jsonrpc": "2.0", "id": 7, "method": "ping"});
+    assert_eq!(a.post(&ping).await.status(), StatusCode::NOT_FOUND);
+
+    // B still has a request open when its GET stream goes: B is still there.
+    let (_, hung) = b.start("tools/call", json!({"name": "hang", "arguments": {}}));
+    watcher
+        .stats_until("B's hang", |s| s["pending"]["hung"] == 1)
+        .await;
+    drop(b_get);
+    watcher
+        .stats_until("B's GET stream closed", |s| s["sessions"]["streams"] == 1)
+        .await;
+    // C's GET is replaced by a newer one, then the newer one's client goes away.
+    let c_get2 = c.get_stream().await;
+    drop(c_get);
+    drop(c_get2);
+    let s = watcher
+        .stats_until("C's end", |s| s["sessions"]["gone"] == 2)
+        .await;
+    // (Every GetGone of B's stream was handled before this stats call.)
+    let s2 = watcher.stats().await;
+    assert_eq!(
+        s2["subscribers"],
+        json!({uri: 1}),
+        "B keeps its subscription: {s} {s2}"
+    );
+    assert_eq!(b.post(&ping).await.status(), StatusCode::OK);
+    hung.abort();
 }
 
 #[tokio::test]
@@ -690,7 +744,7 @@ async fn a_modern_only_server_has_no_sessions() {
     let s = up.stateless().stats().await;
     assert_eq!(
         s["sessions"],
-        json!({"opened": 0, "open": 0, "ended": 0, "streams": 0})
+        json!({"opened": 0, "open": 0, "ended": 0, "gone": 0, "streams": 0})
     );
 }
 

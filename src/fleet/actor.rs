@@ -4,11 +4,16 @@
 //! over when its owner's lease is gone, relays updates, and answers followers' reads
 //! by reading through the hub as a client of its own.
 //!
-//! Owns the NATS connection, the two KV buckets and the per-key roles. Never touches the
-//! hub's state: everything it learns goes to the hub as a [`FleetEvent`].
+//! Reads across the fleet are in `reads.rs`, NATS plumbing (per-key update
+//! subscriptions, one key's interest lookup, buckets) in `nats.rs`. Each tick also
+//! renews this instance's presence entry and tells the hub the fleet view.
+//!
+//! Owns the NATS connection, the three KV buckets (leases, interest, instances) and the
+//! per-key roles. Never touches the
+//! hub's state: everything it learns goes to the hub as a [`FleetEvent`]. Never waits
+//! for another instance inside its loop: a read sent to the owner is a task of its own.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::kv;
@@ -18,16 +23,17 @@ use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+mod nats;
+mod reads;
+
+use nats::{bucket_or_create, others_interested, relay, Relay};
+use reads::Reader;
+
 use super::keys;
 use super::{FleetCmd, FleetEvent};
 use crate::config::FleetConfig;
 use crate::downstream::link::ClientLink;
-use crate::downstream::outbox::Outbox;
-use crate::protocol::{Message, RawId};
-use crate::state::ids::{ClientId, SubKey};
-
-/// How long a follower waits for the owner's answer to a read before reading itself.
-const READ_TIMEOUT: Duration = Duration::from_secs(3);
+use crate::state::ids::SubKey;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
@@ -41,11 +47,15 @@ enum Role {
     Direct,
 }
 
-#[derive(Debug)]
 struct Key {
     key: SubKey,
     kid: String,
     role: Role,
+    /// While following: the subscription to the key's update subject (only followed
+    /// keys' updates reach this instance).
+    updates: Option<Relay>,
+    /// The owner's instance id (the lease's value), when known.
+    owner: Option<String>,
 }
 
 /// The live NATS side.
@@ -53,15 +63,8 @@ struct Conn {
     client: async_nats::Client,
     leases: kv::Store,
     interest: kv::Store,
-}
-
-/// The actor's client of the hub, for reads it serves as an owner.
-struct Reader {
-    client: ClientId,
-    outbox: Arc<Outbox>,
-    next: u64,
-    /// Request id → the NATS reply subject.
-    waiting: HashMap<u64, async_nats::Subject>,
+    /// Presence: one entry per live instance (`max_age` = `lease_ms`, put every tick).
+    instances: kv::Store,
 }
 
 struct Actor {
@@ -70,8 +73,15 @@ struct Actor {
     events: mpsc::Sender<FleetEvent>,
     clients: ClientLink,
     conn: Option<Conn>,
+    /// Key id → key.
     keys: HashMap<String, Key>,
+    /// The hub's key → key id (the reverse of `keys`).
+    kids: HashMap<SubKey, String>,
     reader: Option<Reader>,
+    /// Where the NATS subscriptions' tasks send what they receive.
+    inbound: mpsc::Sender<Inbound>,
+    /// This instance's presence value (JSON: id, start time).
+    presence: Bytes,
 }
 
 /// Starts the actor task.
@@ -82,26 +92,43 @@ pub fn spawn(
     clients: ClientLink,
     shutdown: CancellationToken,
 ) {
+    let (inbound, nats_rx) = mpsc::channel::<Inbound>(1024);
+    let instance = keys::new_instance_id();
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    let presence = Bytes::from(
+        json!({"instance": instance, "startedUnixMs": started, "version": env!("CARGO_PKG_VERSION")})
+            .to_string(),
+    );
     let actor = Actor {
-        instance: keys::new_instance_id(),
+        instance,
+        presence,
         cfg,
         events,
         clients,
         conn: None,
         keys: HashMap::new(),
+        kids: HashMap::new(),
         reader: None,
+        inbound,
     };
-    tokio::spawn(actor.run(rx, shutdown));
+    tokio::spawn(actor.run(rx, nats_rx, shutdown));
 }
 
 impl Actor {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<FleetCmd>, shutdown: CancellationToken) {
+    async fn run(
+        mut self,
+        mut rx: mpsc::UnboundedReceiver<FleetCmd>,
+        mut nats_rx: mpsc::Receiver<Inbound>,
+        shutdown: CancellationToken,
+    ) {
         let tick_every = Duration::from_millis((self.cfg.lease_ms / 3).max(100));
         let mut tick = tokio::time::interval(tick_every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let (nats_tx, mut nats_rx) = mpsc::channel::<Inbound>(1024);
-        let mut subs: Option<tokio::task::JoinHandle<()>> = None;
-        self.connect(&nats_tx, &mut subs).await;
+        let mut subs: Option<Relay> = None;
+        self.view(Vec::new()).await;
+        self.connect(&mut subs).await;
         loop {
             let reader_ready = async {
                 match &self.reader {
@@ -119,7 +146,7 @@ impl Actor {
                 () = reader_ready => self.deliver_reads().await,
                 _ = tick.tick() => {
                     if self.conn.is_none() {
-                        self.connect(&nats_tx, &mut subs).await;
+                        self.connect(&mut subs).await;
                     }
                     self.maintain().await;
                 }
@@ -127,6 +154,7 @@ impl Actor {
         }
         // Leaving: give up what this instance owns, so another takes over at once.
         if let Some(conn) = &self.conn {
+            let _ = conn.instances.delete(&self.instance).await;
             for k in self.keys.values() {
                 if let Role::Own { revision, .. } = k.role {
                     let _ = conn
@@ -140,18 +168,12 @@ impl Actor {
                     .await;
             }
         }
-        if let Some(s) = subs {
-            s.abort();
-        }
+        drop(subs);
     }
 
     /// Connects (or fails quietly: the hub then gets `Direct` for every key), sets up
-    /// the buckets and the fleet-wide subscriptions, and rejoins keys held directly.
-    async fn connect(
-        &mut self,
-        nats_tx: &mpsc::Sender<Inbound>,
-        subs: &mut Option<tokio::task::JoinHandle<()>>,
-    ) {
+    /// the buckets and the fleet-wide read subscription, and rejoins keys held directly.
+    async fn connect(&mut self, subs: &mut Option<Relay>) {
         let mut opts = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(2))
             .name(format!("mcpmux-{}", self.instance));
@@ -190,41 +212,39 @@ impl Actor {
                     return;
                 }
             };
-        let updates = client
-            .subscribe(format!("mcpmux.{}.upd.*", self.cfg.name))
-            .await;
-        let reads = client.subscribe(keys::read_wildcard(&self.cfg.name)).await;
-        let (Ok(mut updates), Ok(mut reads)) = (updates, reads) else {
+        // Updates are subscribed per followed key (`relay`); reads fleet-wide.
+        let instances =
+            match bucket_or_create(&js, bucket(keys::instances_bucket(&self.cfg.name))).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(error = %e, "fleet: cannot open the instances bucket");
+                    return;
+                }
+            };
+        let _ = instances.put(&self.instance, self.presence.clone()).await;
+        let Ok(mut reads) = client.subscribe(keys::read_wildcard(&self.cfg.name)).await else {
             tracing::warn!("fleet: cannot subscribe on NATS");
             return;
         };
-        let tx = nats_tx.clone();
-        if let Some(old) = subs.take() {
-            old.abort();
-        }
-        *subs = Some(tokio::spawn(async move {
+        let tx = self.inbound.clone();
+        *subs = Some(Relay(tokio::spawn(async move {
             loop {
-                let inbound = tokio::select! {
-                    m = updates.next() => match m {
-                        Some(m) => Inbound::Update(m),
-                        None => Inbound::Lost,
-                    },
-                    m = reads.next() => match m {
-                        Some(m) => Inbound::ReadRequest(m),
-                        None => Inbound::Lost,
-                    },
+                let inbound = match reads.next().await {
+                    Some(m) => Inbound::ReadRequest(m),
+                    None => Inbound::Lost,
                 };
                 let lost = matches!(inbound, Inbound::Lost);
                 if tx.send(inbound).await.is_err() || lost {
                     return;
                 }
             }
-        }));
+        })));
         tracing::info!(nats = %self.cfg.nats, fleet = %self.cfg.name, instance = %self.instance, "fleet: connected");
         self.conn = Some(Conn {
             client,
             leases,
             interest,
+            instances,
         });
         // Keys held directly while NATS was away rejoin the fleet.
         let direct: Vec<String> = self
@@ -264,12 +284,15 @@ impl Actor {
                     self.emit(event).await;
                     return;
                 }
+                self.kids.insert(key.clone(), kid.clone());
                 self.keys.insert(
                     kid.clone(),
                     Key {
                         key,
                         kid: kid.clone(),
                         role: Role::Direct,
+                        updates: None,
+                        owner: None,
                     },
                 );
                 self.join(&kid, false).await;
@@ -294,7 +317,7 @@ impl Actor {
                                 .delete(keys::interest_key(&kid, &self.instance))
                                 .await;
                         }
-                        let k = self.keys.remove(&kid).expect("found");
+                        let k = self.remove_key(&kid).expect("found");
                         if role == Role::Direct {
                             self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
                         }
@@ -314,15 +337,7 @@ impl Actor {
                 key,
                 exposed_uri,
                 generation,
-            } => {
-                let outcome = self.read_from_owner(&key, &exposed_uri).await;
-                self.emit(FleetEvent::ReadDone {
-                    key,
-                    generation,
-                    outcome,
-                })
-                .await;
-            }
+            } => self.read_from_owner(key, exposed_uri, generation),
         }
     }
 
@@ -343,10 +358,12 @@ impl Actor {
         match conn.leases.create(kid, me).await {
             Ok(revision) => {
                 tracing::debug!(%kid, uri = %key.uri, "fleet: owning");
-                self.keys.get_mut(kid).expect("known").role = Role::Own {
+                let k = self.keys.get_mut(kid).expect("known");
+                k.role = Role::Own {
                     revision,
                     idle: false,
                 };
+                k.owner = Some(self.instance.clone());
                 self.emit(FleetEvent::Own {
                     key,
                     subscribe: !rejoin,
@@ -355,11 +372,22 @@ impl Actor {
             }
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                 tracing::debug!(%kid, uri = %key.uri, "fleet: following");
+                // Subscribed before the hub hears "follow": no update is missed.
+                let updates = relay(
+                    &conn.client,
+                    keys::update_subject(&self.cfg.name, kid),
+                    &self.inbound,
+                )
+                .await;
                 let _ = conn
                     .interest
                     .put(keys::interest_key(kid, &self.instance), Bytes::new())
                     .await;
-                self.keys.get_mut(kid).expect("known").role = Role::Follow;
+                let owner = conn.leases.get(kid).await.ok().flatten();
+                let k = self.keys.get_mut(kid).expect("known");
+                k.role = Role::Follow;
+                k.updates = updates;
+                k.owner = owner.map(|v| String::from_utf8_lossy(&v).into_owned());
                 self.emit(FleetEvent::Follow {
                     key,
                     drop_upstream: rejoin,
@@ -390,25 +418,14 @@ impl Actor {
         else {
             return;
         };
-        let prefix = format!("{kid}.");
-        let mine = keys::interest_key(kid, &self.instance);
-        let mut others = false;
-        if let Ok(mut names) = conn.interest.keys().await {
-            while let Some(Ok(name)) = names.next().await {
-                if name.starts_with(&prefix) && name != mine {
-                    others = true;
-                    break;
-                }
-            }
-        }
-        if others {
+        if others_interested(&conn.interest, kid, &self.instance).await {
             return;
         }
         let _ = conn
             .leases
             .delete_expect_revision(kid, Some(revision))
             .await;
-        let k = self.keys.remove(kid).expect("known");
+        let k = self.remove_key(kid).expect("known");
         tracing::debug!(%kid, uri = %k.key.uri, "fleet: released");
         self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
     }
@@ -422,6 +439,16 @@ impl Actor {
         if conn.client.connection_state() != async_nats::connection::State::Connected {
             return self.lost().await;
         }
+        let _ = conn
+            .instances
+            .put(&self.instance, self.presence.clone())
+            .await;
+        self.maintain_keys().await;
+        self.publish_view().await;
+    }
+
+    /// Renews, takes over and releases keys (the tick's part for keys).
+    async fn maintain_keys(&mut self) {
         let kids: Vec<String> = self.keys.keys().cloned().collect();
         let me = Bytes::from(self.instance.clone());
         for kid in kids {
@@ -448,11 +475,18 @@ impl Actor {
                             let k = self.keys.get_mut(&kid).expect("known");
                             tracing::warn!(%kid, uri = %k.key.uri, "fleet: lease lost to another instance");
                             if idle {
-                                let k = self.keys.remove(&kid).expect("known");
+                                let k = self.remove_key(&kid).expect("known");
                                 self.emit(FleetEvent::Unsubscribe { key: k.key }).await;
                             } else {
                                 k.role = Role::Follow;
+                                k.owner = None;
                                 let key = k.key.clone();
+                                k.updates = relay(
+                                    &conn.client,
+                                    keys::update_subject(&self.cfg.name, &kid),
+                                    &self.inbound,
+                                )
+                                .await;
                                 let _ = conn
                                     .interest
                                     .put(keys::interest_key(&kid, &self.instance), Bytes::new())
@@ -473,8 +507,12 @@ impl Actor {
                         .put(keys::interest_key(&kid, &self.instance), Bytes::new())
                         .await;
                     let owner_gone = match conn.leases.entry(&kid).await {
-                        Ok(Some(e)) => e.operation != kv::Operation::Put,
-                        Ok(None) => true,
+                        Ok(Some(e)) if e.operation == kv::Operation::Put => {
+                            let owner = String::from_utf8_lossy(&e.value).into_owned();
+                            self.keys.get_mut(&kid).expect("known").owner = Some(owner);
+                            false
+                        }
+                        Ok(_) => true,
                         Err(_) => false,
                     };
                     if owner_gone {
@@ -485,6 +523,8 @@ impl Actor {
                                 revision,
                                 idle: false,
                             };
+                            k.updates = None;
+                            k.owner = Some(self.instance.clone());
                             let key = k.key.clone();
                             let _ = conn
                                 .interest
@@ -516,6 +556,8 @@ impl Actor {
             let k = self.keys.get_mut(&kid).expect("known");
             let was = k.role;
             k.role = Role::Direct;
+            k.updates = None;
+            k.owner = None;
             let key = k.key.clone();
             match was {
                 Role::Follow => {
@@ -526,7 +568,7 @@ impl Actor {
                     .await
                 }
                 Role::Own { idle: true, .. } => {
-                    self.keys.remove(&kid);
+                    self.remove_key(&kid);
                     self.emit(FleetEvent::Unsubscribe { key }).await;
                 }
                 Role::Own { .. } => {
@@ -539,6 +581,7 @@ impl Actor {
                 Role::Direct => {}
             }
         }
+        self.view(Vec::new()).await;
     }
 
     async fn on_inbound(&mut self, inbound: Inbound) {
@@ -561,109 +604,44 @@ impl Actor {
         }
     }
 
-    /// A follower asks this instance (the owner) for a read: read through the hub.
-    async fn serve_read(&mut self, m: async_nats::Message) {
-        let Some(reply) = m.reply.clone() else {
-            return;
-        };
-        let kid = m.subject.as_str().rsplit('.').next().unwrap_or_default();
-        let owned = matches!(self.keys.get(kid).map(|k| k.role), Some(Role::Own { .. }));
-        if !owned {
-            // Every instance hears the request; only the owner answers it.
-            return;
-        }
-        let uri = String::from_utf8_lossy(&m.payload).into_owned();
-        if self.reader.is_none() {
-            self.reader = open_reader(&self.clients).await;
-        }
-        let Some(r) = self.reader.as_mut() else {
-            self.answer(reply, &json!({"fleet": "cannot read"})).await;
-            return;
-        };
-        r.next += 1;
-        let id = r.next;
-        r.waiting.insert(id, reply);
-        let req = Message::request(
-            &RawId::from_u64(id),
-            "resources/read",
-            Some(&json!({ "uri": uri })),
-        );
-        let _ = self.clients.client_message(r.client, req).await;
-    }
-
-    /// Answers from the hub to reads served for followers.
-    async fn deliver_reads(&mut self) {
-        let Some(r) = self.reader.as_mut() else {
-            return;
-        };
-        let mut out = Vec::new();
-        if r.outbox.drain(&mut out).is_err() {
-            self.reader = None;
-            return;
-        }
-        let mut replies = Vec::new();
-        for o in out {
-            let Ok(msg) = Message::parse(&o.bytes) else {
-                continue;
-            };
-            let Some(id) = msg.id().and_then(RawId::as_u64) else {
-                continue;
-            };
-            if let Some(reply) = r.waiting.remove(&id) {
-                let body = match (msg.result(), msg.error()) {
-                    (Some(res), _) => format!("{{\"result\":{}}}", res.get()),
-                    (None, Some(err)) => format!("{{\"error\":{}}}", err.get()),
-                    _ => continue,
-                };
-                replies.push((reply, body));
+    /// Tells the hub the fleet as seen now: the live instances from the presence
+    /// bucket (a handful of entries: one per instance).
+    async fn publish_view(&self) {
+        let mut instances = Vec::new();
+        if let Some(conn) = &self.conn {
+            if let Ok(mut names) = conn.instances.keys().await {
+                while let Some(Ok(name)) = names.next().await {
+                    instances.push(name);
+                }
             }
         }
-        if let Some(conn) = &self.conn {
-            for (reply, body) in replies {
-                let _ = conn.client.publish(reply, Bytes::from(body)).await;
-            }
-        }
+        instances.sort();
+        self.view(instances).await;
     }
 
-    async fn answer(&self, reply: async_nats::Subject, body: &serde_json::Value) {
-        if let Some(conn) = &self.conn {
-            let _ = conn
-                .client
-                .publish(reply, Bytes::from(body.to_string()))
-                .await;
-        }
-    }
-
-    /// A follower's read, answered by the owner. `Err` carries an error object; a
-    /// read the fleet cannot do is `Err` with `"fleet"` set (the hub then reads itself).
-    async fn read_from_owner(&self, key: &SubKey, exposed_uri: &str) -> Result<String, String> {
-        let unavailable = |why: &str| Err(json!({"fleet": why}).to_string());
-        let (Some(kid), Some(conn)) = (self.kid_of(key), &self.conn) else {
-            return unavailable("no fleet");
-        };
-        let subject = keys::read_subject(&self.cfg.name, &kid);
-        let req = conn
-            .client
-            .request(subject, Bytes::from(exposed_uri.to_owned()));
-        let answer = match tokio::time::timeout(READ_TIMEOUT, req).await {
-            Ok(Ok(m)) => m,
-            _ => return unavailable("the owner did not answer"),
-        };
-        let v: serde_json::Value = serde_json::from_slice(&answer.payload).unwrap_or_default();
-        if let Some(r) = v.get("result") {
-            Ok(r.to_string())
-        } else if let Some(e) = v.get("error") {
-            Err(e.to_string())
-        } else {
-            unavailable("the owner could not read")
-        }
+    async fn view(&self, instances: Vec<String>) {
+        let owners = self
+            .keys
+            .values()
+            .filter_map(|k| k.owner.clone().map(|o| (k.key.clone(), o)))
+            .collect();
+        self.emit(FleetEvent::View {
+            instance: self.instance.clone(),
+            instances,
+            owners,
+        })
+        .await;
     }
 
     fn kid_of(&self, key: &SubKey) -> Option<String> {
-        self.keys
-            .iter()
-            .find(|(_, k)| &k.key == key)
-            .map(|(kid, _)| kid.clone())
+        self.kids.get(key).cloned()
+    }
+
+    /// Forgets a key (its update subscription, if any, ends with it).
+    fn remove_key(&mut self, kid: &str) -> Option<Key> {
+        let k = self.keys.remove(kid)?;
+        self.kids.remove(&k.key);
+        Some(k)
     }
 
     async fn emit(&self, event: FleetEvent) {
@@ -676,38 +654,4 @@ enum Inbound {
     Update(async_nats::Message),
     ReadRequest(async_nats::Message),
     Lost,
-}
-
-/// Opens the bucket, creating it when absent.
-async fn bucket_or_create(
-    js: &async_nats::jetstream::Context,
-    config: kv::Config,
-) -> Result<kv::Store, String> {
-    match js.get_key_value(config.bucket.clone()).await {
-        Ok(store) => Ok(store),
-        Err(_) => js.create_key_value(config).await.map_err(|e| e.to_string()),
-    }
-}
-
-/// The actor's own client of the hub (initialized like any legacy client), through
-/// which it reads for followers: such reads use this instance's cache.
-async fn open_reader(clients: &ClientLink) -> Option<Reader> {
-    let outbox = Outbox::for_transport(1024, "fleet");
-    let client = clients.open_client(outbox.clone()).await.ok()?;
-    let init = Message::request(
-        &RawId::from_u64(0),
-        "initialize",
-        Some(&json!({"protocolVersion": crate::protocol::LATEST_VERSION,
-            "capabilities": {}, "clientInfo": {"name": "mcpmux-fleet", "version": env!("CARGO_PKG_VERSION")}})),
-    );
-    clients.client_message(client, init).await.ok()?;
-    let initialized = Message::notification("notifications/initialized", None);
-    clients.client_message(client, initialized).await.ok()?;
-    // The initialize answer is drained with the first reads (id 0 matches no read).
-    Some(Reader {
-        client,
-        outbox,
-        next: 0,
-        waiting: HashMap::new(),
-    })
 }

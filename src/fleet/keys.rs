@@ -39,6 +39,11 @@ pub fn interest_bucket(fleet: &str) -> String {
     format!("mcpmux_{fleet}_interest")
 }
 
+/// The presence bucket: one entry per live instance, keyed by its id.
+pub fn instances_bucket(fleet: &str) -> String {
+    format!("mcpmux_{fleet}_instances")
+}
+
 /// An instance's interest entry for a key.
 pub fn interest_key(kid: &str, instance: &str) -> String {
     format!("{kid}.{instance}")

@@ -6,7 +6,8 @@
 //! instances *follow* (they subscribe to that subject, register their interest in a
 //! second bucket, and forward their reads of the key to the owner, whose cache answers
 //! them, so a change costs one upstream read fleet-wide). With NATS unreachable an
-//! instance subscribes upstream directly and rejoins when NATS is back.
+//! instance subscribes upstream directly and rejoins when NATS is back. Each instance
+//! keeps a presence entry in a third bucket, so every instance can show the fleet.
 //!
 //! This module owns the wire names and the messages between the hub and the fleet
 //! actor (`actor.rs`, the only code that talks to NATS). The hub decides nothing about
@@ -65,6 +66,14 @@ pub enum FleetEvent {
         key: SubKey,
         generation: u64,
         outcome: Result<String, String>,
+    },
+    /// The fleet as this instance sees it (at start and on every tick), for `/status`
+    /// and `/metrics`: its own id, the live instances' ids (sorted; empty while NATS is
+    /// away), and the owner's instance id of each key it holds, when known.
+    View {
+        instance: String,
+        instances: Vec<String>,
+        owners: Vec<(SubKey, String)>,
     },
 }
 

@@ -6,7 +6,8 @@
 //! direct (NATS is away: hold it like a single instance). Everything else about a key
 //! is unchanged: holders, gating, coalescing, the cache and its generations.
 //!
-//! Owns the role per key. Never talks to NATS, never blocks.
+//! Owns the role per key and the last fleet view (instances, owners) for the operator.
+//! Never talks to NATS, never blocks.
 
 use serde_json::json;
 
@@ -25,6 +26,15 @@ pub(crate) enum FleetRole {
     Own,
     Follow,
     Direct,
+}
+
+/// What the fleet actor last said of the fleet (`FleetEvent::View`), for the
+/// operator's view.
+#[derive(Debug, Default)]
+pub(crate) struct FleetView {
+    pub instance: String,
+    pub instances: Vec<String>,
+    pub owners: std::collections::HashMap<SubKey, String>,
 }
 
 impl Hub {
@@ -143,6 +153,17 @@ impl Hub {
                 }
                 Err(e) => self.finish_read(&key, generation, Err(&e)),
             },
+            FleetEvent::View {
+                instance,
+                instances,
+                owners,
+            } => {
+                self.fleet_view = FleetView {
+                    instance,
+                    instances,
+                    owners: owners.into_iter().collect(),
+                };
+            }
         }
     }
 

@@ -151,9 +151,30 @@ pub struct Snapshot {
     pub slow_disconnects: u64,
     pub fanout_deliveries: u64,
     pub warnings: Vec<(u64, String)>,
-    /// With `[fleet]`: this instance's role per shared key it holds (URI as clients
-    /// know it; `own`, `follow`, `direct`, `pending`).
-    pub fleet: Option<Vec<(String, &'static str)>>,
+    /// With `[fleet]`: the fleet as this instance sees it.
+    pub fleet: Option<FleetSnapshot>,
+}
+
+/// The fleet view (docs/architecture.md, "Fleet").
+#[derive(Debug, Clone, Default)]
+pub struct FleetSnapshot {
+    /// This instance's id (empty until the fleet actor has started).
+    pub instance: String,
+    /// The live instances' ids, sorted (empty while NATS is away).
+    pub instances: Vec<String>,
+    /// Each shared key this instance holds, sorted by URI.
+    pub keys: Vec<FleetKey>,
+}
+
+/// One shared key this instance holds.
+#[derive(Debug, Clone)]
+pub struct FleetKey {
+    /// The URI as clients know it.
+    pub uri: String,
+    /// `own`, `follow`, `direct` or `pending`.
+    pub role: &'static str,
+    /// The owner's instance id, when known.
+    pub owner: Option<String>,
 }
 
 impl Snapshot {
@@ -278,21 +299,32 @@ impl Hub {
             fanout_deliveries: self.counters.fanout_deliveries,
             warnings: self.counters.warnings.iter().cloned().collect(),
             fleet: self.fleet.as_ref().map(|_| {
-                let mut keys: Vec<(String, &'static str)> = self
+                let view = &self.fleet_view;
+                let mut keys: Vec<FleetKey> = self
                     .fleet_roles
                     .iter()
                     .map(|(k, role)| {
-                        let label = match role {
-                            super::fleet::FleetRole::Own => "own",
-                            super::fleet::FleetRole::Follow => "follow",
-                            super::fleet::FleetRole::Direct => "direct",
-                            super::fleet::FleetRole::Pending => "pending",
+                        let (role, owner) = match role {
+                            super::fleet::FleetRole::Own => ("own", Some(view.instance.clone())),
+                            super::fleet::FleetRole::Follow => {
+                                ("follow", view.owners.get(k).cloned())
+                            }
+                            super::fleet::FleetRole::Direct => ("direct", None),
+                            super::fleet::FleetRole::Pending => ("pending", None),
                         };
-                        (self.catalog.expose_uri(k.upstream, &k.uri), label)
+                        FleetKey {
+                            uri: self.catalog.expose_uri(k.upstream, &k.uri),
+                            role,
+                            owner,
+                        }
                     })
                     .collect();
-                keys.sort();
-                keys
+                keys.sort_by(|a, b| a.uri.cmp(&b.uri));
+                FleetSnapshot {
+                    instance: view.instance.clone(),
+                    instances: view.instances.clone(),
+                    keys,
+                }
             }),
         }
     }

@@ -212,6 +212,7 @@ pub struct Hub {
     /// shared key.
     fleet: Option<crate::fleet::FleetHandle>,
     fleet_roles: HashMap<SubKey, fleet::FleetRole>,
+    fleet_view: fleet::FleetView,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
     started_unix_ms: u64,
@@ -245,6 +246,7 @@ impl Hub {
             elicitations: HashMap::new(),
             fleet: None,
             fleet_roles: HashMap::new(),
+            fleet_view: fleet::FleetView::default(),
             counters: metrics::Counters::default(),
             started_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)

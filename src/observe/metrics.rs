@@ -243,7 +243,15 @@ impl Collector for SnapshotCollector {
             MetricType::Counter,
             |m| counter(m, s.fanout_deliveries),
         )?;
-        if let Some(keys) = &s.fleet {
+        if let Some(fleet) = &s.fleet {
+            let keys = &fleet.keys;
+            one(
+                &mut enc,
+                "mcpmux_fleet_instances",
+                "Live instances of the fleet, this one included, as their presence entries say (0 while NATS is away).",
+                MetricType::Gauge,
+                |m| m.encode_gauge(&(fleet.instances.len() as u64)),
+            )?;
             let mut m = enc.encode_descriptor(
                 "mcpmux_fleet_keys",
                 "Shared keys this instance holds, by its role (own: it holds the upstream subscription; follow: another instance does; direct: NATS is away).",
@@ -251,7 +259,7 @@ impl Collector for SnapshotCollector {
                 MetricType::Gauge,
             )?;
             for role in ["own", "follow", "direct", "pending"] {
-                let n = keys.iter().filter(|(_, r)| *r == role).count() as u64;
+                let n = keys.iter().filter(|k| k.role == role).count() as u64;
                 let labels: Labels<'_> = vec![("role", role)];
                 m.encode_family(&labels)?.encode_gauge(&n)?;
             }

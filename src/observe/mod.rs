@@ -137,8 +137,10 @@ pub fn status_json(s: &Snapshot) -> Value {
         "coalescedUpdates": s.coalesced,
         "slowClientDisconnects": s.slow_disconnects,
         "warnings": s.warnings.iter().map(|(at, text)| json!({"atUnixMs": at, "text": text})).collect::<Vec<_>>(),
-        "fleet": s.fleet.as_ref().map(|keys| json!({
-            "keys": keys.iter().map(|(uri, role)| json!({"uri": uri, "role": role})).collect::<Vec<_>>(),
+        "fleet": s.fleet.as_ref().map(|f| json!({
+            "instance": f.instance,
+            "instances": f.instances,
+            "keys": f.keys.iter().map(|k| json!({"uri": k.uri, "role": k.role, "owner": k.owner})).collect::<Vec<_>>(),
         })),
     })
 }

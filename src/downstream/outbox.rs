@@ -212,15 +212,30 @@ impl Outbox {
     /// will be picked up by the drain already due (the profile showed a wake per push
     /// costing ~9 % of fan-out CPU).
     pub fn push(&self, msg: Outbound) -> Pushed {
+        let (r, wake) = self.push_deferred(msg);
+        if wake {
+            self.wake();
+        }
+        r
+    }
+
+    /// [`Outbox::push`] without the wake-up: returns whether one is due, for a caller
+    /// that pushes a whole batch and then wakes each writer once with [`Outbox::wake`]
+    /// (the hub, per turn: docs/architecture.md, "Fan-out"). A due wake must be given:
+    /// the writer may be asleep on an empty queue.
+    pub fn push_deferred(&self, msg: Outbound) -> (Pushed, bool) {
         let (r, was_empty) = {
             let mut s = self.lock();
             let was_empty = s.is_empty();
             (s.push(msg), was_empty)
         };
-        if was_empty || matches!(r, Pushed::Closed(_)) {
-            self.notify.notify_one();
-        }
-        r
+        let wake = was_empty || matches!(r, Pushed::Closed(_));
+        (r, wake)
+    }
+
+    /// Wakes the writer (see [`Outbox::push_deferred`]).
+    pub fn wake(&self) {
+        self.notify.notify_one();
     }
 
     /// Closes the outbox; the writer sees it on its next `drain`.

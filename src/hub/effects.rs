@@ -1,11 +1,13 @@
 //! Carrying out decisions: pushing to outboxes, sending upstream, timers, and the
 //! subscription registry's effects. Everything here is non-blocking.
 
+use std::sync::Arc;
+
 use serde_json::json;
 use tokio::time::Instant;
 
 use super::{Hub, RequestTimer, SubError, Timer, Waiter};
-use crate::downstream::outbox::{OutKind, Outbound, Pushed};
+use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox, Pushed};
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
@@ -15,14 +17,22 @@ use crate::upstream::RequestCtx;
 
 impl Hub {
     /// Queues a message for a client without waiting. A client whose outbox refuses
-    /// it is disconnected after the current event.
+    /// it is disconnected after the current event. Its writer is woken at the end of
+    /// the hub's turn ([`Hub::wake_writers`]), once for everything the turn queued.
     pub(super) fn push(&mut self, client: ClientId, out: Outbound) {
         let Some(c) = self.clients.get(&client) else {
             return;
         };
-        if let Pushed::Closed(reason) = c.outbox.push(out) {
-            self.doomed.push((client, reason));
+        self.turn.push(client, &c.outbox, out);
+    }
+
+    /// Wakes every writer the turn queued something for. Runs at the end of each turn
+    /// of the hub's loop, before it waits again.
+    pub(super) fn wake_writers(&mut self) {
+        for outbox in self.turn.wake_due.drain(..) {
+            outbox.wake();
         }
+        self.turn.pushes = 0;
     }
 
     /// Sends a request upstream under `pid` with a deadline. On failure to queue, the
@@ -269,5 +279,28 @@ pub(super) fn notification_out(
         bytes,
         kind,
         related,
+    }
+}
+
+/// What the current turn of the hub's loop queued to clients: the writers to wake at
+/// its end and the clients whose outbox refused a message. Kept apart from the client
+/// table so a fan-out can push while it reads the table.
+#[derive(Debug, Default)]
+pub(super) struct Turn {
+    pub(super) wake_due: Vec<Arc<Outbox>>,
+    pub(super) refused: Vec<(ClientId, CloseReason)>,
+    pub(super) pushes: usize,
+}
+
+impl Turn {
+    pub(super) fn push(&mut self, client: ClientId, outbox: &Arc<Outbox>, out: Outbound) {
+        let (pushed, wake) = outbox.push_deferred(out);
+        if wake {
+            self.wake_due.push(outbox.clone());
+        }
+        self.pushes += 1;
+        if let Pushed::Closed(reason) = pushed {
+            self.refused.push((client, reason));
+        }
     }
 }

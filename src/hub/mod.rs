@@ -41,7 +41,7 @@ use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
 use crate::state::catalog::{Catalog, UpstreamNaming};
-use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, IdMap, ProxyId, SubKey, UpstreamId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
 use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
@@ -49,6 +49,12 @@ use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 /// Capacity of each of the hub's inboxes (clients, upstreams). Senders wait when one
 /// is full (backpressure on client readers and upstream readers), the hub never does.
 pub const INBOX_CAPACITY: usize = 4096;
+
+/// Client messages one turn of the hub queues before it wakes their writers and looks
+/// at its other inboxes: about 256 updates for 16 holders, 4 for 1,000. Large enough that
+/// a burst reaches each client in few writes, small enough that writers on the other
+/// worker are not kept idle for long, nor clients' requests waiting.
+const TURN_PUSHES: usize = 4096;
 
 /// The hub's settings, taken from the config.
 #[derive(Debug, Clone)]
@@ -182,7 +188,7 @@ enum Timer {
 /// The hub's state. Fields are only touched by the hub task.
 pub struct Hub {
     settings: HubSettings,
-    clients: HashMap<ClientId, ClientState>,
+    clients: IdMap<ClientId, ClientState>,
     upstreams: Vec<UpstreamSlot>,
     subs: SubscriptionRegistry<Waiter>,
     pending: PendingTable,
@@ -195,7 +201,7 @@ pub struct Hub {
     /// the server's `notifications/elicitation/complete` reaches the same client.
     elicitations: HashMap<(UpstreamId, String), ClientId>,
     /// `logging/setLevel` per client, and the level last set upstream.
-    log_levels: HashMap<ClientId, u8>,
+    log_levels: IdMap<ClientId, u8>,
     upstream_log_level: Option<u8>,
     /// Request deadlines, by proxy id, so answered requests can drop their timer and
     /// progress can push it back (never past the request's total limit).
@@ -222,6 +228,9 @@ pub struct Hub {
     shutting_down: bool,
     /// Clients to disconnect once the current event is handled.
     doomed: Vec<(ClientId, CloseReason)>,
+    /// What this turn queued to clients: writers are woken once, at its end
+    /// ([`Hub::wake_writers`]); its size bounds a burst ([`TURN_PUSHES`]).
+    turn: effects::Turn,
     peak_queue: usize,
     /// Coalesced notifications of clients already gone (`HubStats::coalesced`).
     coalesced_gone: u64,
@@ -251,10 +260,10 @@ impl Hub {
             started_unix_ms: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as u64),
-            log_levels: HashMap::new(),
+            log_levels: IdMap::default(),
             upstream_log_level: None,
             settings,
-            clients: HashMap::new(),
+            clients: IdMap::default(),
             upstreams,
             pending: PendingTable::default(),
             request_timers: HashMap::new(),
@@ -262,6 +271,7 @@ impl Hub {
             deferred_inits: Vec::new(),
             sent: HashMap::new(),
             doomed: Vec::new(),
+            turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
             draining: None,
             shutting_down: false,
@@ -284,6 +294,7 @@ impl Hub {
                 },
                 Some((upstream, event)) = inbox.upstreams.recv() => {
                     self.on_upstream_event(upstream, event);
+                    self.take_burst(&mut inbox);
                 }
                 Some(ev) = inbox.fleet.recv() => self.on_fleet_event(ev),
                 Some(ctl) = inbox.control.recv() => {
@@ -297,8 +308,25 @@ impl Hub {
             }
             self.reap_doomed();
             self.check_drained();
+            self.wake_writers();
         }
         self.shutdown();
+        self.wake_writers();
+    }
+
+    /// A burst from the upstreams (an update storm): takes the upstream events queued
+    /// behind the one just handled, until [`TURN_PUSHES`] messages were queued to
+    /// clients this turn, so each client's writer wakes once for the lot and writes it
+    /// in one chunk (docs/architecture.md, "Fan-out"). Isolated events are untouched:
+    /// nothing is queued behind them.
+    fn take_burst(&mut self, inbox: &mut Inboxes) {
+        while self.turn.pushes < TURN_PUSHES {
+            match inbox.upstreams.try_recv() {
+                Ok((upstream, event)) => self.on_upstream_event(upstream, event),
+                Err(_) => break,
+            }
+            self.reap_doomed();
+        }
     }
 
     /// Handles every client and upstream event queued right now.
@@ -530,6 +558,7 @@ impl Hub {
     }
 
     fn reap_doomed(&mut self) {
+        self.doomed.append(&mut self.turn.refused);
         while let Some((client, reason)) = self.doomed.pop() {
             if let Some(c) = self.clients.get(&client) {
                 tracing::warn!(%client, ?reason, "disconnecting a client that does not keep up");

@@ -423,31 +423,31 @@ impl Hub {
         let plain = notification_out(msg.to_bytes(), kind.clone(), None);
         let mut tagged: HashMap<RawId, Outbound> = HashMap::new();
         for &c in clients {
-            let listen_id = self
-                .clients
-                .get(&c)
-                .and_then(|s| s.init.as_ref())
-                .and_then(|i| i.modern.as_ref())
-                .map(|m| m.listen.as_ref().filter(|l| l.acked).map(|l| l.id.clone()));
-            match listen_id {
-                None => self.push(c, plain.clone()),
-                // A modern client that is no (acknowledged) listen gets nothing.
-                Some(None) => {}
-                Some(Some(id)) => {
-                    let out = tagged
-                        .entry(id.clone())
-                        .or_insert_with(|| {
+            // One lookup per holder: this loop runs for every holder of every update.
+            let Some(state) = self.clients.get(&c) else {
+                continue;
+            };
+            let out = match state.init.as_ref().and_then(|i| i.modern.as_ref()) {
+                None => plain.clone(),
+                Some(m) => match m.listen.as_ref().filter(|l| l.acked) {
+                    // A modern client that is no (acknowledged) listen gets nothing.
+                    None => continue,
+                    Some(l) => match tagged.get(&l.id) {
+                        Some(out) => out.clone(),
+                        None => {
                             let bytes = crate::protocol::tag::with_meta(
                                 &plain.bytes,
                                 meta::SUBSCRIPTION_ID,
-                                id.as_json(),
+                                l.id.as_json(),
                             );
-                            notification_out(bytes, kind.clone(), Some(id))
-                        })
-                        .clone();
-                    self.push(c, out);
-                }
-            }
+                            let out = notification_out(bytes, kind.clone(), Some(l.id.clone()));
+                            tagged.insert(l.id.clone(), out.clone());
+                            out
+                        }
+                    },
+                },
+            };
+            self.turn.push(c, &state.outbox, out);
         }
     }
 

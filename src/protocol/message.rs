@@ -339,8 +339,15 @@ impl Message {
             if i > 0 {
                 out.push(',');
             }
-            // Keys came from valid JSON and were unescaped: re-escape them.
-            out.push_str(&serde_json::to_string(&**k).expect("strings serialize"));
+            // Keys came from valid JSON and were unescaped: re-escape them (the
+            // usual plain key without an allocation).
+            if k.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+                out.push('"');
+                out.push_str(k);
+                out.push('"');
+            } else {
+                out.push_str(&serde_json::to_string(&**k).expect("strings serialize"));
+            }
             out.push(':');
             out.push_str(v.get());
         }
@@ -457,6 +464,13 @@ mod tests {
         assert_eq!(m.kind(), Kind::Request);
         assert_eq!(m.id().unwrap().as_json(), "7");
         assert_eq!(m.method(), Some("tools/call"));
+        assert_eq!(m.to_json(), text);
+    }
+
+    #[test]
+    fn member_names_that_need_escapes_are_escaped_again() {
+        let text = r#"{"jsonrpc":"2.0","method":"m","a\"b":1,"c\\d":2,"e\nf":3,"é":4}"#;
+        let m = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(m.to_json(), text);
     }
 

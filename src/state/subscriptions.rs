@@ -37,11 +37,11 @@
 //! it. If the last holder leaves while a re-subscribe is in flight the key becomes
 //! `Pending` with no waiters, so the answer is awaited like any first subscribe.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
-use super::ids::{ClientId, SubKey, UpstreamId};
+use super::ids::{ClientId, IdMap, SubKey, UpstreamId};
 
 #[cfg(test)]
 mod proptests;
@@ -116,7 +116,7 @@ pub struct SubscriptionRegistry<W> {
     by_key: BTreeMap<SubKey, KeyState<W>>,
     /// Reverse index: the keys each client holds or waits on. Exists so that
     /// `remove_client` and `count_for` are O(keys of that client).
-    by_client: HashMap<ClientId, BTreeSet<SubKey>>,
+    by_client: IdMap<ClientId, BTreeSet<SubKey>>,
 }
 
 impl<W: Clone + Debug> SubscriptionRegistry<W> {
@@ -126,7 +126,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         SubscriptionRegistry {
             linger,
             by_key: BTreeMap::new(),
-            by_client: HashMap::new(),
+            by_client: IdMap::default(),
         }
     }
 

@@ -36,7 +36,7 @@ pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
     }
     let mut rest = data;
     loop {
-        let end = rest.iter().position(|b| *b == b'\n' || *b == b'\r');
+        let end = memchr::memchr2(b'\n', b'\r', rest);
         let (line, next) = match end {
             None => (rest, None),
             Some(i) => {
@@ -76,6 +76,7 @@ fn put_decimal(buf: &mut BytesMut, mut n: u64) {
 }
 
 /// One SSE event as its own buffer.
+#[cfg(test)]
 pub(crate) fn event(id: Option<u64>, data: &[u8]) -> Bytes {
     let mut buf = BytesMut::new();
     write_event(&mut buf, id, data);
@@ -120,13 +121,32 @@ pub(crate) fn post_event(stream: u64, seq: u64, data: &[u8]) -> Bytes {
 }
 
 /// The GET stream's events, framed, with their ids, bounded for replay.
+///
+/// Events pushed between two reads are framed back to back into one staging buffer;
+/// the next [`ReplayBuffer::chunk_after`] seals it into one shared chunk, and each held
+/// event is a range of its chunk. A stream that is keeping up is then handed the sealed
+/// chunk itself, no copy and no allocation per event (docs/architecture.md,
+/// "Fan-out": the cost is per write, not per event).
 #[derive(Debug)]
 pub(crate) struct ReplayBuffer {
     cap: usize,
-    /// (id, framed event) in id order.
-    events: VecDeque<(u64, Bytes)>,
+    /// Sealed events in id order.
+    events: VecDeque<Held>,
+    /// Events framed since the last seal, back to back.
+    staging: BytesMut,
+    /// (id, end offset in `staging`) of each staged event, in id order.
+    staged: Vec<(u64, usize)>,
     /// Id of the last event pushed (0 before the first).
     last_id: u64,
+}
+
+/// One held event: `chunk[start..end]`.
+#[derive(Debug)]
+struct Held {
+    id: u64,
+    chunk: Bytes,
+    start: usize,
+    end: usize,
 }
 
 impl ReplayBuffer {
@@ -134,6 +154,8 @@ impl ReplayBuffer {
         ReplayBuffer {
             cap: cap.max(1),
             events: VecDeque::new(),
+            staging: BytesMut::new(),
+            staged: Vec::new(),
             last_id: 0,
         }
     }
@@ -143,13 +165,35 @@ impl ReplayBuffer {
     pub(crate) fn push(&mut self, data: &[u8]) -> (u64, Option<u64>) {
         self.last_id += 1;
         let id = self.last_id;
-        let evicted = if self.events.len() >= self.cap {
-            self.events.pop_front().map(|(old, _)| old)
+        let evicted = if self.events.len() + self.staged.len() >= self.cap {
+            if self.events.is_empty() {
+                self.seal();
+            }
+            self.events.pop_front().map(|h| h.id)
         } else {
             None
         };
-        self.events.push_back((id, event(Some(id), data)));
+        write_event(&mut self.staging, Some(id), data);
+        self.staged.push((id, self.staging.len()));
         (id, evicted)
+    }
+
+    /// Turns the staged events into one shared chunk.
+    fn seal(&mut self) {
+        if self.staged.is_empty() {
+            return;
+        }
+        let chunk = std::mem::take(&mut self.staging).freeze();
+        let mut start = 0;
+        for (id, end) in self.staged.drain(..) {
+            self.events.push_back(Held {
+                id,
+                chunk: chunk.clone(),
+                start,
+                end,
+            });
+            start = end;
+        }
     }
 
     pub(crate) fn last_id(&self) -> u64 {
@@ -163,32 +207,33 @@ impl ReplayBuffer {
 
     /// Id of the oldest event still held.
     pub(crate) fn oldest_id(&self) -> Option<u64> {
-        self.events.front().map(|(id, _)| *id)
+        self.events
+            .front()
+            .map(|h| h.id)
+            .or_else(|| self.staged.first().map(|(id, _)| *id))
     }
 
-    /// All held events with an id greater than `after`, concatenated into one chunk,
-    /// and the id of the last one. `None` when there is nothing newer.
-    pub(crate) fn chunk_after(&self, after: u64) -> Option<(Bytes, u64)> {
+    /// All held events with an id greater than `after`, as one chunk, and the id of the
+    /// last one. `None` when there is nothing newer. Events framed together come back
+    /// as a range of their shared chunk; only a run spanning chunks is copied.
+    pub(crate) fn chunk_after(&mut self, after: u64) -> Option<(Bytes, u64)> {
+        self.seal();
         // Ids are contiguous, so the start index is arithmetic.
         let first = self.oldest_id()?;
         let skip = after.saturating_add(1).saturating_sub(first);
         let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-        if skip >= self.events.len() {
-            return None;
+        let head = self.events.get(skip)?;
+        let last = self.events.back().expect("non-empty");
+        if head.chunk.as_ptr() == last.chunk.as_ptr() {
+            return Some((head.chunk.slice(head.start..last.end), last.id));
         }
-        // One new event (the usual case for isolated updates): share it, no copy.
-        if skip + 1 == self.events.len() {
-            let (id, ev) = self.events.back().expect("non-empty");
-            return Some((ev.clone(), *id));
-        }
-        let total = self.events.iter().skip(skip).map(|(_, ev)| ev.len()).sum();
+        let run = self.events.range(skip..);
+        let total = run.clone().map(|h| h.end - h.start).sum();
         let mut buf = BytesMut::with_capacity(total);
-        let mut last = after;
-        for (id, ev) in self.events.iter().skip(skip) {
-            buf.extend_from_slice(ev);
-            last = *id;
+        for h in run {
+            buf.extend_from_slice(&h.chunk[h.start..h.end]);
         }
-        Some((buf.freeze(), last))
+        Some((buf.freeze(), last.id))
     }
 }
 
@@ -284,6 +329,80 @@ mod tests {
     }
 
     #[test]
+    fn events_framed_together_come_back_as_their_shared_chunk() {
+        let mut r = ReplayBuffer::new(10);
+        r.push(b"a");
+        r.push(b"b");
+        assert_eq!(r.chunk_after(0).unwrap().1, 2);
+        r.push(b"c");
+        r.push(b"d");
+        let (second, last) = r.chunk_after(2).unwrap();
+        assert_eq!(text(&second), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
+        assert_eq!(last, 4);
+        // Asked again, the same bytes come back: no copy was made.
+        assert_eq!(r.chunk_after(2).unwrap().0.as_ptr(), second.as_ptr());
+        // A run over two chunks is joined.
+        assert_eq!(
+            text(&r.chunk_after(1).unwrap().0),
+            "id: 2\ndata: b\n\nid: 3\ndata: c\n\nid: 4\ndata: d\n\n"
+        );
+    }
+
+    #[test]
+    fn eviction_reaches_into_unsealed_events() {
+        let mut r = ReplayBuffer::new(2);
+        assert_eq!(r.oldest_id(), None);
+        assert_eq!(r.push(b"a"), (1, None));
+        assert_eq!(r.oldest_id(), Some(1), "a staged event is held");
+        assert_eq!(r.push(b"b"), (2, None));
+        assert_eq!(r.push(b"c"), (3, Some(1)));
+        assert_eq!(r.oldest_id(), Some(2));
+        assert_eq!(
+            text(&r.chunk_after(0).unwrap().0),
+            "id: 2\ndata: b\n\nid: 3\ndata: c\n\n"
+        );
+    }
+
+    proptest::proptest! {
+        /// Against a model that keeps every event as its own framed buffer: the same
+        /// ids, the same evictions, the same bytes for every `chunk_after`.
+        #[test]
+        fn replay_buffer_matches_a_per_event_model(
+            cap in 1usize..6,
+            ops in proptest::collection::vec(proptest::option::of(0u64..12), 1..40),
+        ) {
+            let mut r = ReplayBuffer::new(cap);
+            let mut model: VecDeque<(u64, Bytes)> = VecDeque::new();
+            let mut next = 1u64;
+            for op in ops {
+                match op {
+                    None => {
+                        let data = format!("e{next}");
+                        let evicted = (model.len() >= cap).then(|| model.pop_front().unwrap().0);
+                        model.push_back((next, event(Some(next), data.as_bytes())));
+                        proptest::prop_assert_eq!(r.push(data.as_bytes()), (next, evicted));
+                        next += 1;
+                    }
+                    Some(after) => {
+                        let want: Vec<u8> = model
+                            .iter()
+                            .filter(|(id, _)| *id > after)
+                            .flat_map(|(_, ev)| ev.iter().copied())
+                            .collect();
+                        let got = r.chunk_after(after);
+                        proptest::prop_assert_eq!(got.is_none(), want.is_empty());
+                        if let Some((chunk, last)) = got {
+                            proptest::prop_assert_eq!(&chunk[..], &want[..]);
+                            proptest::prop_assert_eq!(last, model.back().unwrap().0);
+                        }
+                    }
+                }
+                proptest::prop_assert_eq!(r.oldest_id(), model.front().map(|e| e.0));
+            }
+        }
+    }
+
+    #[test]
     fn decimal_ids_are_written_exactly() {
         for n in [0u64, 7, 10, 99, 12_345, u64::MAX] {
             let mut b = BytesMut::new();
@@ -294,7 +413,7 @@ mod tests {
 
     #[test]
     fn empty_buffer_has_nothing() {
-        let r = ReplayBuffer::new(4);
+        let mut r = ReplayBuffer::new(4);
         assert!(r.chunk_after(0).is_none());
         assert_eq!(parse_last_event_id(" 12 "), Some(LastEventId::Get(12)));
         assert_eq!(parse_last_event_id("x"), None);

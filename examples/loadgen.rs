@@ -22,6 +22,7 @@
 //!   and by --smoke) without one
 //!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
 //!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
+//!   --no-eras              fanout: skip the by-era rows (legacy holders only)
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
 //! ```
 //!
@@ -74,6 +75,7 @@ struct Args {
     parse: Parse,
     peer: Option<PathBuf>,
     no_raw: bool,
+    no_eras: bool,
     smoke: bool,
 }
 
@@ -97,6 +99,7 @@ fn parse_args() -> Result<Args> {
         parse: Parse::Light,
         peer: std::env::var_os("MCP_PROXY_MJS").map(PathBuf::from),
         no_raw: false,
+        no_eras: false,
         smoke: false,
     };
     let mut it = std::env::args().skip(1);
@@ -119,6 +122,7 @@ fn parse_args() -> Result<Args> {
             }
             "--peer" => a.peer = Some(value()?.into()),
             "--no-raw" => a.no_raw = true,
+            "--no-eras" => a.no_eras = true,
             "--smoke" => a.smoke = true,
             "-h" | "--help" => {
                 println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
@@ -361,6 +365,9 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         })
         .collect();
     println!("\nmcpmux burst: {}", peaks.join("; "));
+    if args.no_eras {
+        return Ok(());
+    }
     run_fanout_eras(args, env, &rows).await
 }
 

@@ -203,6 +203,17 @@ impl Outbox {
         }
     }
 
+    /// [`Outbox::send`] of a message already serialized (a burst's lines are built
+    /// without an intermediate `Value`).
+    pub fn send_line(&self, line: String) {
+        match &self.0 {
+            Sink::Stdio(tx) => {
+                let _ = tx.send(Out::Line(line));
+            }
+            Sink::Http(route) => route.to_stream(line),
+        }
+    }
+
     pub fn notify(&self, method: &str, params: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
     }

@@ -388,7 +388,12 @@ impl Server {
         // HTTP: sessions exist only after a legacy `initialize`, so it is always allowed.
         let untagged = self.config.http.is_some() || self.untagged_allowed();
         for i in 1..=count {
-            *self.versions.entry(uri.clone()).or_default() += 1;
+            match self.versions.get_mut(&uri) {
+                Some(v) => *v += 1,
+                None => {
+                    self.versions.insert(uri.clone(), 1);
+                }
+            }
             if stamp {
                 params["_meta"]["t"] = json!(unix_nanos());
             }
@@ -578,18 +583,21 @@ impl Server {
     /// Untagged `notifications/resources/updated`: stdout in stdio mode (whether or not
     /// subscribed); in HTTP mode the GET stream of each session subscribed to `uri`.
     fn notify_sessions_updated(&self, uri: &str, params: &Value) {
+        // Formatted straight from `params` (the members in the order `json!` gives
+        // them): a burst makes one of these per update.
+        let updated = || {
+            format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{params}}}"#
+            )
+        };
         if self.config.http.is_none() {
-            self.out
-                .notify("notifications/resources/updated", params.clone());
+            self.out.send_line(updated());
             return;
         }
         let mut line = None;
         for session in self.sessions.open.values() {
             if session.subscribed.contains(uri) {
-                let line = line.get_or_insert_with(|| {
-                    json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": params})
-                        .to_string()
-                });
+                let line = line.get_or_insert_with(updated);
                 session.get.send(line.clone());
             }
         }

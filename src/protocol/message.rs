@@ -134,6 +134,10 @@ pub struct Message {
     members: Vec<(Box<str>, Box<RawValue>)>,
     id: Option<RawId>,
     method: Option<Box<str>>,
+    /// The text it was read from ([`Message::parse_line`]), given back by
+    /// [`Message::to_bytes`] until a member changes: a message passed through
+    /// untouched is not serialized again.
+    raw: Option<Bytes>,
 }
 
 struct Members(Vec<(Box<str>, Box<RawValue>)>);
@@ -218,6 +222,19 @@ impl Message {
         RawId::parse(raw.get())
     }
 
+    /// [`Message::parse`] of one line of text (a stdio peer's), kept to be forwarded
+    /// as it came (trimmed) while unchanged.
+    pub fn parse_line(line: String) -> Result<Message, ParseError> {
+        let mut m = Self::parse(line.as_bytes())?;
+        let text = line.trim();
+        m.raw = Some(if text.len() == line.len() {
+            Bytes::from(line)
+        } else {
+            Bytes::copy_from_slice(text.as_bytes())
+        });
+        Ok(m)
+    }
+
     fn from_members(members: Vec<(Box<str>, Box<RawValue>)>) -> Result<Message, ParseError> {
         let get = |name: &str| {
             members
@@ -270,6 +287,7 @@ impl Message {
             members,
             id,
             method,
+            raw: None,
         })
     }
 
@@ -304,6 +322,7 @@ impl Message {
 
     /// Replaces (or adds) a member with raw JSON text.
     pub fn set_member(&mut self, name: &str, raw: Box<RawValue>) {
+        self.raw = None;
         if name == "id" {
             self.id = RawId::parse(raw.get());
         }
@@ -356,7 +375,10 @@ impl Message {
     }
 
     pub fn to_bytes(&self) -> Bytes {
-        Bytes::from(self.to_json())
+        match &self.raw {
+            Some(raw) => raw.clone(),
+            None => Bytes::from(self.to_json()),
+        }
     }
 
     /// Builds a request.
@@ -429,6 +451,7 @@ impl Message {
             members,
             id: id.cloned(),
             method: None,
+            raw: None,
         }
     }
 }
@@ -472,6 +495,18 @@ mod tests {
         let text = r#"{"jsonrpc":"2.0","method":"m","a\"b":1,"c\\d":2,"e\nf":3,"é":4}"#;
         let m = Message::parse(text.as_bytes()).unwrap();
         assert_eq!(m.to_json(), text);
+    }
+
+    #[test]
+    fn a_line_is_given_back_as_it_came_until_a_member_changes() {
+        let line = r#" {"jsonrpc": "2.0", "method":"n", "params":{"b":1, "a":2}} "#;
+        let mut m = Message::parse_line(line.to_owned()).unwrap();
+        assert_eq!(&m.to_bytes()[..], line.trim().as_bytes());
+        m.set_id(&RawId::from_u64(1));
+        assert_eq!(
+            &m.to_bytes()[..],
+            br#"{"jsonrpc":"2.0","method":"n","params":{"b":1, "a":2},"id":1}"#
+        );
     }
 
     #[test]

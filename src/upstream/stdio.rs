@@ -241,7 +241,7 @@ impl StdioUpstream {
                 loop {
                     match reader.next().await {
                         Some(Ok(Frame::Line(line))) => {
-                            if let Some(msg) = parse_line(name, &line) {
+                            if let Some(msg) = parse_line(name, line) {
                                 if self
                                     .hub
                                     .send(self.id, UpstreamEvent::Message(msg, Related::Unknown))
@@ -303,7 +303,7 @@ impl StdioUpstream {
                 Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
                 None => return Err("the server closed its stdout during server/discover".into()),
             };
-            match parse_line(&self.config.name, &line) {
+            match parse_line(&self.config.name, line.clone()) {
                 Some(msg) if msg.kind() == Kind::Response && msg.id() == Some(&id) => {
                     return Ok(super::probe::read_discover(&msg));
                 }
@@ -381,7 +381,7 @@ impl StdioUpstream {
                             None => return SessionEnd::Shutdown,
                         },
                         frame = reader.next() => match frame {
-                            Some(Ok(Frame::Line(line))) => match parse_line(name, &line) {
+                            Some(Ok(Frame::Line(line))) => match parse_line(name, line) {
                                 // The answer to a handshake begun before a late
                                 // `server/discover` answer made the session modern.
                                 Some(msg) if msg.kind() == Kind::Response
@@ -462,7 +462,7 @@ impl StdioUpstream {
                 Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
                 None => return Err("the server closed its stdout during initialize".into()),
             };
-            let Some(msg) = parse_line(&self.config.name, &line) else {
+            let Some(msg) = parse_line(&self.config.name, line.clone()) else {
                 continue;
             };
             match msg.kind() {
@@ -533,11 +533,11 @@ fn cancel_note(id: &RawId) -> Message {
     Message::notification(methods::CANCELLED, Some(&params))
 }
 
-fn parse_line(upstream: &str, line: &str) -> Option<Message> {
+fn parse_line(upstream: &str, line: String) -> Option<Message> {
     if line.trim().is_empty() {
         return None;
     }
-    match Message::parse(line.as_bytes()) {
+    match Message::parse_line(line) {
         Ok(m) => Some(m),
         Err(e) => {
             tracing::warn!(%upstream, error = %e, "unparseable line from upstream dropped");

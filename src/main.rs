@@ -351,16 +351,22 @@ const STDIO_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
 async fn stdio(cfg: Config) -> anyhow::Result<()> {
     mcpmux::fdlimit::raise_nofile_limit();
     let core = Core::start(&cfg);
-    let served = mcpmux::downstream::stdio::serve_stream(
+    // A task of its own, not part of `block_on`'s future: waking that future goes
+    // through the driver (an eventfd write and one more epoll round per message),
+    // waking a task on the runtime's one thread does not.
+    let mut served = tokio::spawn(mcpmux::downstream::stdio::serve_stream(
         mcpmux::downstream::stdio_pipes::stdin(),
         mcpmux::downstream::stdio_pipes::stdout(),
         core.hub.clients().clone(),
         cfg.limits.max_message_bytes,
         cfg.limits.client_queue,
-    );
-    tokio::pin!(served);
+    ));
+    let ended = |r: Result<Result<(), _>, tokio::task::JoinError>| -> anyhow::Result<()> {
+        r.map_err(|e| anyhow::anyhow!("the stdio client task failed: {e}"))??;
+        Ok(())
+    };
     tokio::select! {
-        r = &mut served => { r?; }
+        r = &mut served => ended(r)?,
         _ = shutdown_signal() => {
             // Requests in flight get limits.drain_ms; the client keeps being served
             // (their answers are written) until then.
@@ -370,8 +376,9 @@ async fn stdio(cfg: Config) -> anyhow::Result<()> {
                     // The writer (inside `served`) gets a moment to write the answers
                     // the drain let through.
                     let _ = tokio::time::timeout(STDIO_FLUSH, &mut served).await;
+                    served.abort();
                 }
-                r = &mut served => { r?; }
+                r = &mut served => ended(r)?,
             }
         }
     }

@@ -166,6 +166,20 @@ impl<'de> Deserialize<'de> for Members {
     }
 }
 
+/// The members of a parsed object, or why the text is no JSON-RPC message.
+fn members_of(
+    parsed: Result<Members, serde_json::Error>,
+) -> Result<Vec<(Box<str>, Box<RawValue>)>, ParseError> {
+    match parsed {
+        Ok(m) => Ok(m.0),
+        // Valid JSON of the wrong shape (array, string, duplicate member...).
+        Err(e) if e.is_data() => Err(ParseError::Invalid(
+            "a JSON-RPC message must be a JSON object",
+        )),
+        Err(e) => Err(ParseError::Json(e.to_string())),
+    }
+}
+
 /// A parsed POST body or stdio line: one message or (2025-03-26) a batch.
 #[derive(Debug)]
 pub enum Incoming {
@@ -201,17 +215,7 @@ impl Message {
     /// well-formed JSON-RPC 2.0 give [`ParseError::Invalid`]; invalid JSON gives
     /// [`ParseError::Json`].
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        let members = match serde_json::from_slice::<Members>(bytes) {
-            Ok(m) => m.0,
-            Err(e) if e.is_data() => {
-                // Valid JSON of the wrong shape (array, string, duplicate member...).
-                return Err(ParseError::Invalid(
-                    "a JSON-RPC message must be a JSON object",
-                ));
-            }
-            Err(e) => return Err(ParseError::Json(e.to_string())),
-        };
-        Self::from_members(members)
+        Self::from_members(members_of(serde_json::from_slice::<Members>(bytes))?)
     }
 
     /// The id of a message that failed validation, when it can still be read, so the
@@ -225,7 +229,8 @@ impl Message {
     /// [`Message::parse`] of one line of text (a stdio peer's), kept to be forwarded
     /// as it came (trimmed) while unchanged.
     pub fn parse_line(line: String) -> Result<Message, ParseError> {
-        let mut m = Self::parse(line.as_bytes())?;
+        // From `str`: the text is UTF-8 already, so raw members are not checked again.
+        let mut m = Self::from_members(members_of(serde_json::from_str::<Members>(&line))?)?;
         let text = line.trim();
         m.raw = Some(if text.len() == line.len() {
             Bytes::from(line)

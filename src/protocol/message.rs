@@ -167,11 +167,9 @@ impl<'de> Deserialize<'de> for Members {
 }
 
 /// The members of a parsed object, or why the text is no JSON-RPC message.
-fn members_of(
-    parsed: Result<Members, serde_json::Error>,
-) -> Result<Vec<(Box<str>, Box<RawValue>)>, ParseError> {
+fn members_of(parsed: Result<Members, serde_json::Error>) -> Result<Members, ParseError> {
     match parsed {
-        Ok(m) => Ok(m.0),
+        Ok(m) => Ok(m),
         // Valid JSON of the wrong shape (array, string, duplicate member...).
         Err(e) if e.is_data() => Err(ParseError::Invalid(
             "a JSON-RPC message must be a JSON object",
@@ -215,7 +213,7 @@ impl Message {
     /// well-formed JSON-RPC 2.0 give [`ParseError::Invalid`]; invalid JSON gives
     /// [`ParseError::Json`].
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        Self::from_members(members_of(serde_json::from_slice::<Members>(bytes))?)
+        Self::from_members(members_of(serde_json::from_slice::<Members>(bytes))?.0)
     }
 
     /// The id of a message that failed validation, when it can still be read, so the
@@ -230,7 +228,7 @@ impl Message {
     /// as it came (trimmed) while unchanged.
     pub fn parse_line(line: String) -> Result<Message, ParseError> {
         // From `str`: the text is UTF-8 already, so raw members are not checked again.
-        let mut m = Self::from_members(members_of(serde_json::from_str::<Members>(&line))?)?;
+        let mut m = Self::from_members(members_of(serde_json::from_str::<Members>(&line))?.0)?;
         let text = line.trim();
         m.raw = Some(if text.len() == line.len() {
             Bytes::from(line)

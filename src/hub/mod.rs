@@ -51,12 +51,12 @@ use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 pub const INBOX_CAPACITY: usize = 4096;
 
 /// Client messages one turn of the hub queues before it wakes their writers and looks
-/// at its other inboxes: up to about 1,600 updates for 10 holders, 16 for 1,000 (a turn
+/// at its other inboxes: up to about 400 updates for 10 holders, 4 for 1,000 (a turn
 /// takes only what is already queued). Large enough that a burst reaches each client in
 /// few writes, small enough that writers on the other worker are not kept idle for long,
-/// nor clients' requests waiting (about a millisecond of hub work). BENCHMARKS.md,
-/// "Levers": 1,024 was slower, 4,096 and 65,536 no different.
-const TURN_PUSHES: usize = 16_384;
+/// nor clients' requests waiting. BENCHMARKS.md, "Levers": 1,024 was slower; 16,384 and
+/// 65,536 made no difference that the noise let us see.
+const TURN_PUSHES: usize = 4096;
 
 /// The hub's settings, taken from the config.
 #[derive(Debug, Clone)]

@@ -185,7 +185,8 @@ impl ReplayBuffer {
         }
         let chunk = std::mem::take(&mut self.staging).freeze();
         let mut start = 0;
-        for (id, end) in self.staged.drain(..) {
+        // Taken, not drained: a burst's list is not kept by a session gone quiet.
+        for (id, end) in std::mem::take(&mut self.staged) {
             self.events.push_back(Held {
                 id,
                 chunk: chunk.clone(),

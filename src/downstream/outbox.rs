@@ -22,6 +22,7 @@ use bytes::Bytes;
 use tokio::sync::Notify;
 
 use crate::protocol::RawId;
+use crate::state::ids::SubKey;
 
 /// What an outbound message is, for the policy and for stream routing.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,15 +31,25 @@ pub enum OutKind {
     Response,
     /// A server→client request (sampling, elicitation, roots) — never dropped.
     Request,
-    /// A notification that may be coalesced under pressure, with its key
-    /// (`method` or `method uri`).
-    Coalescible(Arc<str>),
+    /// A notification that may be coalesced under pressure, with what it is about.
+    Coalescible(CoalesceKey),
     /// Any other notification: dropped (and counted) under pressure.
     Notification,
     /// No bytes for the wire: the client cancelled its request `related`, so no
     /// response will come; the transport ends whatever waits for it (an HTTP POST).
     /// Never dropped, like a response.
     Release,
+}
+
+/// What a coalescible notification is about: two pending entries with equal keys say
+/// the same thing, so under pressure only the newest is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CoalesceKey {
+    /// A `*/list_changed` notification, by its method.
+    Method(Arc<str>),
+    /// `notifications/resources/updated` for one upstream's URI: the update's own key,
+    /// so a key costs no formatting and each holder's copy shares the URI text.
+    Update(SubKey),
 }
 
 /// One message for a client: serialized once, shared by every client that gets it.
@@ -306,7 +317,10 @@ mod tests {
     }
     fn upd(uri: &str, n: u32) -> Outbound {
         msg(
-            OutKind::Coalescible(format!("u {uri}").into()),
+            OutKind::Coalescible(CoalesceKey::Update(SubKey::new(
+                crate::state::ids::UpstreamId(0),
+                uri,
+            ))),
             &format!("{uri}#{n}"),
         )
     }

@@ -13,15 +13,13 @@
 //!    `unrelated_messages` policy (default: delivered to nobody); a server→client
 //!    request that belongs to nobody is refused with an error saying why.
 
-use std::sync::Arc;
-
 use serde_json::json;
 use tokio::time::Instant;
 
 use super::effects::notification_out;
 use super::{Hub, UpstreamStatus};
 use crate::config::UnrelatedPolicy;
-use crate::downstream::outbox::OutKind;
+use crate::downstream::outbox::{CoalesceKey, OutKind};
 use crate::protocol::methods::{self, parse_params, UriParams};
 use crate::protocol::{code, Kind, Message, RawId};
 use crate::state::catalog::ListKind;
@@ -93,7 +91,7 @@ impl Hub {
         ] {
             self.broadcast(
                 &Message::notification(method, None),
-                OutKind::Coalescible(method.into()),
+                OutKind::Coalescible(CoalesceKey::Method(method.into())),
             );
         }
         self.answer_deferred_inits();
@@ -223,52 +221,67 @@ impl Hub {
         }
     }
 
+    /// `notifications/resources/updated`: the cache entry goes, then every holder of the
+    /// URI (or of a parent of it) hears of it.
+    fn on_upstream_updated(&mut self, upstream: UpstreamId, mut msg: Message) {
+        let Some(UriParams { uri }) = parse_params(msg.params()) else {
+            tracing::debug!("resources/updated without a uri dropped");
+            return;
+        };
+        let key = SubKey::new(upstream, &uri);
+        // The fleet's followers hear of it too (an owner may hold a key for
+        // them alone).
+        self.fleet_publish(&key, &msg);
+        // Invalidate before anyone hears of the change, so a re-read misses.
+        self.cache.invalidate(&key);
+        let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
+        // The URI may be a sub-resource of one a client holds: its holders
+        // hear of it too, and the parent's cached contents are stale.
+        for parent in parent_uris(&uri) {
+            let pkey = SubKey::new(upstream, parent);
+            if self.subs.is_active(&pkey) {
+                self.cache.invalidate(&pkey);
+                holders.extend(self.subs.holders(&pkey));
+            }
+        }
+        if holders.is_empty() {
+            return;
+        }
+        holders.sort_unstable();
+        holders.dedup();
+        // Serialized once; `_meta` and unknown members travel untouched. A
+        // namespaced upstream's URI is shown as the clients know it.
+        let exposed = self.catalog.expose_uri(upstream, &uri);
+        if exposed != uri {
+            super::routing::set_param(&mut msg, &["uri"], &exposed);
+        }
+        self.fan_out_tagged(
+            &holders,
+            &msg,
+            OutKind::Coalescible(CoalesceKey::Update(key)),
+        );
+    }
+
     fn on_upstream_notification(
         &mut self,
         upstream: UpstreamId,
         mut msg: Message,
         related: &Related,
     ) {
+        // The one notification of a burst: handled without copying its method.
+        if msg.method() == Some(methods::RESOURCES_UPDATED) {
+            self.on_upstream_updated(upstream, msg);
+            return;
+        }
         let method = msg.method().unwrap_or_default().to_owned();
         match method.as_str() {
-            methods::RESOURCES_UPDATED => {
-                let Some(UriParams { uri }) = parse_params(msg.params()) else {
-                    tracing::debug!("resources/updated without a uri dropped");
-                    return;
-                };
-                let key = SubKey::new(upstream, &uri);
-                // The fleet's followers hear of it too (an owner may hold a key for
-                // them alone).
-                self.fleet_publish(&key, &msg);
-                // Invalidate before anyone hears of the change, so a re-read misses.
-                self.cache.invalidate(&key);
-                let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
-                // The URI may be a sub-resource of one a client holds: its holders
-                // hear of it too, and the parent's cached contents are stale.
-                for parent in parent_uris(&uri) {
-                    let pkey = SubKey::new(upstream, parent);
-                    if self.subs.is_active(&pkey) {
-                        self.cache.invalidate(&pkey);
-                        holders.extend(self.subs.holders(&pkey));
-                    }
-                }
-                if holders.is_empty() {
-                    return;
-                }
-                holders.sort_unstable();
-                holders.dedup();
-                // Serialized once; `_meta` and unknown members travel untouched. A
-                // namespaced upstream's URI is shown as the clients know it.
-                let exposed = self.catalog.expose_uri(upstream, &uri);
-                if exposed != uri {
-                    super::routing::set_param(&mut msg, &["uri"], &exposed);
-                }
-                self.fan_out_tagged(&holders, &msg, update_key(&key));
-            }
             m if methods::is_list_changed(m) => {
                 let kinds = ListKind::changed_by(m);
                 self.refresh_catalog(upstream, kinds);
-                self.broadcast(&msg, OutKind::Coalescible(method.as_str().into()));
+                self.broadcast(
+                    &msg,
+                    OutKind::Coalescible(CoalesceKey::Method(method.as_str().into())),
+                );
             }
             methods::LOG_MESSAGE => {
                 let level: Option<String> = msg
@@ -524,7 +537,7 @@ impl Hub {
             if caps[cap].is_object() {
                 self.broadcast(
                     &Message::notification(method, None),
-                    OutKind::Coalescible(method.into()),
+                    OutKind::Coalescible(CoalesceKey::Method(method.into())),
                 );
             }
         }
@@ -655,7 +668,7 @@ fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
 
 /// The outbox coalescing key of an update: one pending entry per (upstream, URI).
 pub(super) fn update_key(key: &SubKey) -> OutKind {
-    OutKind::Coalescible(Arc::from(format!("{} {}", key.upstream, key.uri)))
+    OutKind::Coalescible(CoalesceKey::Update(key.clone()))
 }
 
 /// Sets `params.progressToken` of a progress notification.

@@ -66,7 +66,9 @@ impl Hub {
         ] {
             self.broadcast(
                 &crate::protocol::Message::notification(method, None),
-                crate::downstream::outbox::OutKind::Coalescible(method.into()),
+                crate::downstream::outbox::OutKind::Coalescible(
+                    crate::downstream::outbox::CoalesceKey::Method(method.into()),
+                ),
             );
         }
     }

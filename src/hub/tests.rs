@@ -713,7 +713,10 @@ async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
     assert_eq!(last["params"]["_meta"]["n"], 99);
     assert_eq!(
         out.last().unwrap().kind,
-        OutKind::Coalescible("u0 test://a".into())
+        OutKind::Coalescible(crate::downstream::outbox::CoalesceKey::Update(SubKey::new(
+            UpstreamId(0),
+            "test://a"
+        )))
     );
 }
 

@@ -7,6 +7,7 @@
 //!
 //! This module never does I/O and never knows about sessions or subscriptions.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use bytes::Bytes;
@@ -131,7 +132,7 @@ impl fmt::Display for RawId {
 #[derive(Debug, Clone)]
 pub struct Message {
     kind: Kind,
-    members: Vec<(Box<str>, Box<RawValue>)>,
+    members: Vec<(Key, Box<RawValue>)>,
     id: Option<RawId>,
     method: Option<Box<str>>,
     /// The text it was read from ([`Message::parse_line`]), given back by
@@ -140,7 +141,20 @@ pub struct Message {
     raw: Option<Bytes>,
 }
 
-struct Members(Vec<(Box<str>, Box<RawValue>)>);
+/// A member name. The six JSON-RPC names are shared statics, so parsing a message
+/// allocates only for its values and for names of other members.
+type Key = Cow<'static, str>;
+
+/// [`Key`] for `name`.
+fn key(name: &str) -> Key {
+    const KNOWN: [&str; 6] = ["jsonrpc", "id", "method", "params", "result", "error"];
+    match KNOWN.iter().find(|k| **k == name) {
+        Some(k) => Cow::Borrowed(k),
+        None => Cow::Owned(name.to_owned()),
+    }
+}
+
+struct Members(Vec<(Key, Box<RawValue>)>);
 
 impl<'de> Deserialize<'de> for Members {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -152,12 +166,12 @@ impl<'de> Deserialize<'de> for Members {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
                 let mut out = Vec::with_capacity(4);
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(name) = map.next_key::<Cow<'de, str>>()? {
                     let value: Box<RawValue> = map.next_value()?;
-                    if out.iter().any(|(k, _): &(Box<str>, _)| **k == *key) {
-                        return Err(de::Error::custom(format!("duplicate member `{key}`")));
+                    if out.iter().any(|(k, _): &(Key, _)| **k == *name) {
+                        return Err(de::Error::custom(format!("duplicate member `{name}`")));
                     }
-                    out.push((Box::<str>::from(key.as_ref()), value));
+                    out.push((key(&name), value));
                 }
                 Ok(Members(out))
             }
@@ -238,7 +252,7 @@ impl Message {
         Ok(m)
     }
 
-    fn from_members(members: Vec<(Box<str>, Box<RawValue>)>) -> Result<Message, ParseError> {
+    fn from_members(members: Vec<(Key, Box<RawValue>)>) -> Result<Message, ParseError> {
         let get = |name: &str| {
             members
                 .iter()
@@ -331,7 +345,7 @@ impl Message {
         }
         match self.members.iter_mut().find(|(k, _)| &**k == name) {
             Some(slot) => slot.1 = raw,
-            None => self.members.push((name.into(), raw)),
+            None => self.members.push((key(name), raw)),
         }
     }
 
@@ -441,13 +455,13 @@ impl Message {
     }
 
     fn build(kind: Kind, id: Option<&RawId>, rest: &[(&str, String)]) -> Message {
-        let mut members: Vec<(Box<str>, Box<RawValue>)> = Vec::with_capacity(2 + rest.len());
+        let mut members: Vec<(Key, Box<RawValue>)> = Vec::with_capacity(2 + rest.len());
         members.push(("jsonrpc".into(), raw("\"2.0\"".into())));
         if let Some(id) = id {
             members.push(("id".into(), raw(id.as_json().to_owned())));
         }
         for (k, v) in rest {
-            members.push(((*k).into(), raw(v.clone())));
+            members.push((key(k), raw(v.clone())));
         }
         Message {
             kind,

@@ -77,6 +77,8 @@ struct Args {
     no_raw: bool,
     no_eras: bool,
     smoke: bool,
+    /// Burst rounds per N in `fanout` (mcpmux and the batched raw writer each round).
+    repeat: usize,
 }
 
 fn list(v: &str) -> Result<Vec<usize>> {
@@ -101,6 +103,7 @@ fn parse_args() -> Result<Args> {
         no_raw: false,
         no_eras: false,
         smoke: false,
+        repeat: 3,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -124,8 +127,9 @@ fn parse_args() -> Result<Args> {
             "--no-raw" => a.no_raw = true,
             "--no-eras" => a.no_eras = true,
             "--smoke" => a.smoke = true,
+            "--repeat" => a.repeat = value()?.parse::<usize>()?.max(1),
             "-h" | "--help" => {
-                println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--smoke]");
+                println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--repeat R] [--parse light|full] [--peer mcp-proxy.mjs] [--no-raw] [--no-eras] [--smoke]");
                 std::process::exit(0);
             }
             s if !s.starts_with('-') && a.scenario.is_empty() => a.scenario = s.to_owned(),
@@ -274,10 +278,11 @@ fn default_burst(n: usize) -> u64 {
 async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     let ns = args.clients.clone().unwrap_or_else(|| vec![10, 100, 1000]);
     let mut rows: Vec<(usize, Fanout, Fanout, Fanout)> = vec![];
+    let mut spreads: Vec<(usize, Vec<f64>)> = vec![];
     for &n in &ns {
         let k = args.updates.unwrap_or_else(|| default_burst(n));
-        let m = fanout_mcpmux(env, n, k, args.iso).await?;
-        let (r, rb) = if args.no_raw {
+        let mut m = fanout_mcpmux(env, n, k, args.iso).await?;
+        let (r, mut rb) = if args.no_raw {
             (Fanout::default(), Fanout::default())
         } else {
             (
@@ -285,14 +290,38 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
                 fanout_raw(env, n, k, 0, RAW_BATCH).await?,
             )
         };
+        if !args.no_raw && args.repeat > 1 {
+            // Bursts again, mcpmux and the batched raw writer back to back each round
+            // (the one-event raw writer is never the best at N ≥ 10 and takes longest):
+            // the row shown is the round of median ratio, the others give the spread.
+            let ratio = |m: &Fanout, rb: &Fanout| {
+                m.burst.per_sec() / r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9)
+            };
+            let mut rounds = vec![(ratio(&m, &rb), m.clone(), rb.clone())];
+            for _ in 1..args.repeat {
+                let m2 = fanout_mcpmux(env, n, k, 0).await?;
+                let rb2 = fanout_raw(env, n, k, 0, RAW_BATCH).await?;
+                rounds.push((ratio(&m2, &rb2), m2, rb2));
+            }
+            let ratios: Vec<f64> = rounds.iter().map(|r| r.0).collect();
+            rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+            let (_, mid_m, mid_rb) = rounds.swap_remove(rounds.len() / 2);
+            // The isolated figures stay those of the first round (the only one run).
+            m = Fanout {
+                iso: m.iso,
+                ..mid_m
+            };
+            rb = mid_rb;
+            spreads.push((n, ratios));
+        }
         rows.push((n, m, r, rb));
     }
     println!(
         "\n### fanout, burst: the upstream emits K updates as fast as it can; N clients hold the URI (receivers: {:?})\n",
         args.parse
     );
-    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/best raw | server CPU µs/delivery | latency p50 ms | p99 ms | max ms |");
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/best raw | server CPU µs/delivery | events per client read | latency p50 ms | p99 ms | max ms |");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (n, m, r, rb) in &rows {
         let best = r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9);
         let ratio = m.burst.per_sec() / best;
@@ -310,7 +339,7 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 3 }) {
             let b = &f.burst;
             println!(
-                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {} | {} | {} |",
+                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {:.0} | {} | {} | {} |",
                 group(*n as u64),
                 group(b.k),
                 group(b.delivered),
@@ -318,10 +347,18 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
                 dms(b.wall),
                 rate(b.per_sec()),
                 b.cpu_us_per_delivery(),
+                b.events_per_read(),
                 ms(b.lat.p50),
                 ms(b.lat.p99),
                 ms(b.lat.max)
             );
+        }
+    }
+    if !spreads.is_empty() {
+        println!("\nmcpmux/best raw, burst, each round in the order run (the row above is the median round):");
+        for (n, ratios) in &spreads {
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!("- N = {}: {}", group(*n as u64), each.join(" / "));
         }
     }
     if args.iso > 0 {

@@ -51,6 +51,8 @@ pub struct Tally {
     /// Receivers wake the waiter only once `delivered` reaches this.
     target: AtomicU64,
     notify: Notify,
+    /// Body chunks the receivers read (each is one or more TCP reads' worth).
+    reads: AtomicU64,
 }
 
 impl Tally {
@@ -60,6 +62,11 @@ impl Tally {
 
     pub fn delivered(&self) -> u64 {
         self.delivered.load(Ordering::Acquire)
+    }
+
+    /// Body chunks read so far by the light receivers (zero for the full ones).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(Ordering::Acquire)
     }
 
     fn add(&self) {
@@ -179,6 +186,7 @@ pub fn receive(
             let mut stream = resp.bytes_stream();
             let mut buf: Vec<u8> = Vec::new();
             while let Some(Ok(chunk)) = stream.next().await {
+                tally.reads.fetch_add(1, Ordering::Relaxed);
                 buf.extend_from_slice(&chunk);
                 let mut start = 0;
                 while let Some(end) = find(&buf[start..], b"\n\n") {

@@ -125,6 +125,7 @@ pub async fn peer_fanout(
         wall,
         lat: pct(&mut lats),
         server_cpu: Duration::ZERO,
+        reads: 0,
     })
 }
 

@@ -363,11 +363,21 @@ pub struct Burst {
     pub lat: Pct,
     /// CPU used by the server runtime's threads during the burst (zero if unmeasured).
     pub server_cpu: Duration,
+    /// Body chunks the light receivers read during the burst (zero for full ones).
+    pub reads: u64,
 }
 
 impl Burst {
     pub fn per_sec(&self) -> f64 {
         self.delivered as f64 / self.wall.as_secs_f64().max(1e-9)
+    }
+
+    /// Events per body chunk read by a client (0 when not counted).
+    pub fn events_per_read(&self) -> f64 {
+        if self.reads == 0 {
+            return 0.0;
+        }
+        self.delivered as f64 / self.reads as f64
     }
 
     /// Server CPU per delivery, in microseconds.
@@ -506,6 +516,7 @@ pub async fn fanout_holders_on(
     let expected = n64 * k;
     b.tally.expect(before + expected);
     let coalesced0 = b.core()?.hub.stats().await?.coalesced;
+    let reads0 = b.tally.reads();
     let cpu0 = env.server_cpu();
     let t = Instant::now();
     b.control
@@ -517,6 +528,7 @@ pub async fn fanout_holders_on(
     let got = wait_for(&b.tally, before + expected).await - before;
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
+    let reads = b.tally.reads() - reads0;
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
     let stats = b.core()?.hub.stats().await?;
     if let Some(s) = scraper {
@@ -534,6 +546,7 @@ pub async fn fanout_holders_on(
             wall,
             lat: pct(&mut lats),
             server_cpu,
+            reads,
         },
         peak_queue: stats.peak_queue,
         coalesced: stats.coalesced - coalesced0,
@@ -584,12 +597,14 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
     let before = tally.delivered();
     let expected = n64 * k;
     tally.expect(before + expected);
+    let reads0 = tally.reads();
     let cpu0 = env.server_cpu();
     let t = Instant::now();
     server.broadcast(URI, k, next_id, batch).await?;
     let got = wait_for(&tally, before + expected).await - before;
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
+    let reads = tally.reads() - reads0;
     let mut lats: Vec<u64> = drain_samples(&receivers).iter().map(|s| s.1).collect();
     server.close_streams();
     drop(receivers);
@@ -603,6 +618,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
             wall,
             lat: pct(&mut lats),
             server_cpu,
+            reads,
         },
         peak_queue: 0,
         coalesced: 0,

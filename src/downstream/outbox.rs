@@ -53,14 +53,48 @@ pub enum CoalesceKey {
 }
 
 /// One message for a client: serialized once, shared by every client that gets it.
+/// A holder's copy is one reference count (one atomic increment, one decrement when its
+/// writer is done), however many parts the message has: on the fan-out path every count
+/// is touched by the hub and by another thread's session.
 #[derive(Debug, Clone)]
-pub struct Outbound {
+pub struct Outbound(Arc<Parts>);
+
+/// The parts of an [`Outbound`], read through it.
+#[derive(Debug)]
+pub struct Parts {
     pub bytes: Bytes,
     pub kind: OutKind,
     /// The client request this message belongs to (the response itself, or progress
     /// and server requests related to it). The HTTP layer writes such messages on that
     /// request's POST stream when it is still open, else on the GET stream.
     pub related: Option<RawId>,
+}
+
+impl Outbound {
+    pub fn new(bytes: Bytes, kind: OutKind, related: Option<RawId>) -> Outbound {
+        Outbound(Arc::new(Parts {
+            bytes,
+            kind,
+            related,
+        }))
+    }
+
+    /// The bytes, without a new reference when this was the last copy.
+    #[must_use]
+    pub fn into_bytes(self) -> Bytes {
+        match Arc::try_unwrap(self.0) {
+            Ok(parts) => parts.bytes,
+            Err(shared) => shared.bytes.clone(),
+        }
+    }
+}
+
+impl std::ops::Deref for Outbound {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
 }
 
 /// Why an outbox was closed.
@@ -309,11 +343,7 @@ mod tests {
     use super::*;
 
     fn msg(kind: OutKind, text: &str) -> Outbound {
-        Outbound {
-            bytes: Bytes::from(text.to_owned()),
-            kind,
-            related: None,
-        }
+        Outbound::new(Bytes::from(text.to_owned()), kind, None)
     }
     fn upd(uri: &str, n: u32) -> Outbound {
         msg(

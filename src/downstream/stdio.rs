@@ -107,7 +107,7 @@ where
                 if o.kind == OutKind::Response {
                     end_modern(&hub, &modern_requests, o.related.as_ref());
                 }
-                if out.feed(o.bytes).await.is_err() {
+                if out.feed(o.into_bytes()).await.is_err() {
                     return;
                 }
             }
@@ -122,7 +122,7 @@ where
             let mut rest = Vec::new();
             if outbox.drain(&mut rest).is_ok() {
                 for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
-                    let _ = out.feed(o.bytes).await;
+                    let _ = out.feed(o.into_bytes()).await;
                 }
                 let _ = out.flush().await;
             }
@@ -179,11 +179,7 @@ async fn modern_target(
         {
             let refuse = |code: i64, why: &str, data: Option<serde_json::Value>| {
                 let m = Message::error_response(msg.id(), code, why, data);
-                outbox.push(Outbound {
-                    bytes: m.to_bytes(),
-                    kind: OutKind::Response,
-                    related: None,
-                });
+                outbox.push(Outbound::new(m.to_bytes(), OutKind::Response, None));
                 Target::Done
             };
             let meta = match modern::validate_meta(msg) {
@@ -229,9 +225,5 @@ fn reject(outbox: &Outbox, code: i64, message: &str) {
 
 fn reject_with_id(outbox: &Outbox, id: Option<&RawId>, code: i64, message: &str) {
     let m = Message::error_response(id, code, message, None);
-    outbox.push(Outbound {
-        bytes: m.to_bytes(),
-        kind: OutKind::Response,
-        related: None,
-    });
+    outbox.push(Outbound::new(m.to_bytes(), OutKind::Response, None));
 }

@@ -353,11 +353,7 @@ impl Hub {
                 // No response will come: whatever waits for one (an HTTP POST) ends.
                 self.push(
                     client,
-                    Outbound {
-                        bytes: bytes::Bytes::new(),
-                        kind: OutKind::Release,
-                        related: Some(req),
-                    },
+                    Outbound::new(bytes::Bytes::new(), OutKind::Release, Some(req)),
                 );
             }
             methods::ROOTS_LIST_CHANGED => {
@@ -410,14 +406,7 @@ impl Hub {
     /// era's shape for a modern client).
     pub(super) fn push_response_bytes(&mut self, client: ClientId, id: RawId, bytes: bytes::Bytes) {
         let bytes = self.modernize_response(client, &id, bytes);
-        self.push(
-            client,
-            Outbound {
-                bytes,
-                kind: OutKind::Response,
-                related: Some(id),
-            },
-        );
+        self.push(client, Outbound::new(bytes, OutKind::Response, Some(id)));
     }
 }
 

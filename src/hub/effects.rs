@@ -275,11 +275,7 @@ pub(super) fn notification_out(
     kind: OutKind,
     related: Option<RawId>,
 ) -> Outbound {
-    Outbound {
-        bytes,
-        kind,
-        related,
-    }
+    Outbound::new(bytes, kind, related)
 }
 
 /// What the current turn of the hub's loop queued to clients: the writers to wake at

@@ -176,7 +176,7 @@ async fn answer(outbox: &Outbox, id: &RawId) -> Option<bytes::Bytes> {
         outbox.drain(&mut batch).ok()?;
         for o in batch.drain(..) {
             if o.kind == OutKind::Response && o.related.as_ref() == Some(id) {
-                return Some(o.bytes);
+                return Some(o.into_bytes());
             }
         }
         outbox.ready().await;

@@ -22,11 +22,11 @@ fn actor(outbox_cap: usize) -> (lane::Sender<SessionCmd>, Arc<Outbox>, Closed) {
 }
 
 fn outbound(kind: OutKind, related: Option<u64>, text: &str) -> Outbound {
-    Outbound {
-        bytes: bytes::Bytes::from(text.to_owned()),
+    Outbound::new(
+        bytes::Bytes::from(text.to_owned()),
         kind,
-        related: related.map(RawId::from_u64),
-    }
+        related.map(RawId::from_u64),
+    )
 }
 
 /// Yields until `cond` holds (the actor runs on the same thread between yields).

@@ -69,11 +69,7 @@ pub(super) fn fake_hub() -> (ClientLink, Closed) {
 }
 
 pub(super) fn push(ob: &Outbox, kind: OutKind, related: Option<&RawId>, msg: &Message) {
-    ob.push(Outbound {
-        bytes: msg.to_bytes(),
-        kind,
-        related: related.cloned(),
-    });
+    ob.push(Outbound::new(msg.to_bytes(), kind, related.cloned()));
 }
 
 pub(super) fn answer(ob: &Outbox, msg: &Message) {

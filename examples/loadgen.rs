@@ -24,6 +24,9 @@
 //!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
 //!   --no-eras              fanout: skip the by-era rows (legacy holders only)
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
+//! target/release/examples/loadgen relay PROGRAM [ARGS...]
+//!                          not a scenario: the minimal stdio relay `forwarding` measures
+//!                          as the floor of a process in between (loadgen/relay.rs)
 //! ```
 //!
 //! Why two runtimes in one process: client tasks (parsing SSE, building requests) must
@@ -164,10 +167,18 @@ fn bins() -> Result<Bins> {
     Ok(Bins {
         scripted,
         mcpmux: mcpmux.exists().then_some(mcpmux),
+        relay: Some(exe),
     })
 }
 
 fn main() -> Result<()> {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some("relay") {
+        let Some(program) = argv.next() else {
+            bail!("usage: loadgen relay PROGRAM [ARGS...]");
+        };
+        return harness::relay::run(&program, &argv.collect::<Vec<_>>());
+    }
     let args = parse_args()?;
     let server = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

@@ -22,6 +22,7 @@ fn env_with(parse: Parse) -> Env {
         bins: Bins {
             scripted: common::scripted_upstream().into(),
             mcpmux: Some(env!("CARGO_BIN_EXE_mcpmux").into()),
+            relay: None,
         },
         parse,
     }

@@ -16,5 +16,6 @@ pub mod memory;
 pub mod peer;
 pub mod proxy;
 pub mod raw;
+pub mod relay;
 pub mod scenarios;
 pub mod stats;

@@ -38,6 +38,10 @@ pub struct Bins {
     pub scripted: PathBuf,
     /// `mcpmux` itself, for `mcpmux stdio` and `mcpmux serve`; optional.
     pub mcpmux: Option<PathBuf>,
+    /// A program that runs as `PROGRAM relay CMD ARGS…`: the floor of any process
+    /// between a host and its stdio server (`loadgen relay`, see
+    /// `examples/loadgen/relay.rs`); optional, its `forwarding` row is left out without it.
+    pub relay: Option<PathBuf>,
 }
 
 /// Where the systems under test run.
@@ -778,6 +782,13 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
         }
         None => None,
     };
+    let mut via_relay = match &env.bins.relay {
+        Some(bin) => {
+            let scripted = env.bins.scripted.to_string_lossy().into_owned();
+            Some(LineClient::start(bin, &["relay", &scripted]).await?)
+        }
+        None => None,
+    };
     let proxy = Proxy::start(
         &env.server,
         &config_toml(&env.bins.scripted, Limits::default()),
@@ -785,13 +796,20 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
     let http = http_pool()?;
     let mut via_http = Session::connect(&http, &proxy.url).await?;
 
-    let (mut d, mut s, mut h) = (vec![], vec![], vec![]);
+    let (mut d, mut r, mut s, mut h) = (vec![], vec![], vec![], vec![]);
     for i in 0..warmup + calls {
         let keep = i >= warmup;
         let t = Instant::now();
         check_echo(direct.tool("echo", echo()).await?)?;
         if keep {
             d.push(ns_since(t));
+        }
+        if let Some(c) = via_relay.as_mut() {
+            let t = Instant::now();
+            check_echo(c.tool("echo", echo()).await?)?;
+            if keep {
+                r.push(ns_since(t));
+            }
         }
         if let Some(c) = via_stdio.as_mut() {
             let t = Instant::now();
@@ -812,6 +830,12 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
         path: "direct stdio → scripted-upstream",
         lat: pct(&mut d),
     }];
+    if via_relay.is_some() {
+        rows.push(FwdRow {
+            path: "minimal relay (`loadgen relay`: two blocking copy threads) → scripted-upstream",
+            lat: pct(&mut r),
+        });
+    }
     if via_stdio.is_some() {
         rows.push(FwdRow {
             path: "mcpmux stdio (child process) → scripted-upstream",

@@ -89,6 +89,13 @@ impl Outbound {
     }
 }
 
+/// The wire bytes (what an SSE event carries as its data).
+impl AsRef<[u8]> for Outbound {
+    fn as_ref(&self) -> &[u8] {
+        &self.0.bytes
+    }
+}
+
 impl std::ops::Deref for Outbound {
     type Target = Parts;
 

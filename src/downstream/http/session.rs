@@ -163,8 +163,8 @@ struct GetStream {
 /// Outcome of routing one message.
 enum Routed {
     Done,
-    /// The stream's channel is full: wait for room, keep the message.
-    Full(lane::Sender<Bytes>),
+    /// The stream's channel is full: wait for room; the message comes back to be kept.
+    Full(lane::Sender<Bytes>, Outbound),
 }
 
 /// Everything needed to start a session actor.
@@ -218,7 +218,7 @@ pub(crate) fn start(
 }
 
 struct Actor {
-    replay: ReplayBuffer,
+    replay: ReplayBuffer<Outbound>,
     /// Highest event id handed to any GET stream (events above it were never sent).
     delivered: u64,
     posts: HashMap<u64, Post>,
@@ -463,7 +463,9 @@ impl Actor {
                     return Some(tx);
                 }
             }
-            if let Routed::Full(tx) = self.route(&out) {
+            // By value: a message held for replay keeps the backlog's reference rather
+            // than taking one more (every holder's count is one shared atomic).
+            if let Routed::Full(tx, out) = self.route(out) {
                 self.backlog.push_front(out);
                 return Some(tx);
             }
@@ -490,7 +492,7 @@ impl Actor {
         }
     }
 
-    fn route(&mut self, out: &Outbound) -> Routed {
+    fn route(&mut self, out: Outbound) -> Routed {
         let is_response = matches!(out.kind, OutKind::Response | OutKind::Release);
         let key = out
             .related
@@ -509,7 +511,7 @@ impl Actor {
             return Routed::Done;
         };
         if !post.detached && post.sink.tx.capacity() == 0 {
-            return Routed::Full(post.sink.tx.clone());
+            return Routed::Full(post.sink.tx.clone(), out);
         }
         // A cancelled request's POST is answered with "request cancelled".
         let cancelled;
@@ -560,8 +562,8 @@ impl Actor {
         Routed::Done
     }
 
-    fn onto_get_stream(&mut self, out: &Outbound) {
-        let (_, evicted) = self.replay.push(&out.bytes);
+    fn onto_get_stream(&mut self, out: Outbound) {
+        let (_, evicted) = self.replay.push(out);
         if let Some(old) = evicted.filter(|old| *old > self.delivered) {
             warn!(client.id = %self.client, event_id = old,
                 "GET replay buffer full: oldest undelivered event dropped \

@@ -28,7 +28,7 @@ pub(crate) const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
 /// from a pretty-printing peer): each line becomes its own `data:` field, which the
 /// client joins back with `\n`, so the JSON stays equivalent.
 pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
-    buf.reserve(data.len() + 24);
+    buf.reserve(data.len() + FRAMING);
     if let Some(id) = id {
         buf.put_slice(b"id: ");
         put_decimal(buf, id);
@@ -120,81 +120,48 @@ pub(crate) fn post_event(stream: u64, seq: u64, data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-/// The GET stream's events, framed, with their ids, bounded for replay.
+/// The GET stream's events with their ids, bounded for replay.
 ///
-/// Events pushed between two reads are framed back to back into one staging buffer;
-/// the next [`ReplayBuffer::chunk_after`] seals it into one shared chunk, and each held
-/// event is a range of its chunk. A stream that is keeping up is then handed the sealed
-/// chunk itself, no copy and no allocation per event (docs/architecture.md,
-/// "Fan-out": the cost is per write, not per event).
+/// Each held event is the message itself as the hub queued it (`T` is the session's
+/// [`crate::downstream::outbox::Outbound`]: one reference to the bytes every holder of
+/// that update shares, never a per-session copy). An event is framed (`id:` + `data:`)
+/// only when a stream is handed it, into one chunk per hand-over that lives until it is
+/// written. So a burst to N sessions keeps one copy of each update in memory, not N
+/// framed ones, and the framing buffers are short-lived and reused by the allocator
+/// (docs/architecture.md, "Fan-out": held events and framing).
+///
+/// Ids are contiguous: `events[i]` has id `last_id - events.len() + 1 + i`.
 #[derive(Debug)]
-pub(crate) struct ReplayBuffer {
+pub(crate) struct ReplayBuffer<T> {
     cap: usize,
-    /// Sealed events in id order.
-    events: VecDeque<Held>,
-    /// Events framed since the last seal, back to back.
-    staging: BytesMut,
-    /// (id, end offset in `staging`) of each staged event, in id order.
-    staged: Vec<(u64, usize)>,
+    /// Held events in id order.
+    events: VecDeque<T>,
     /// Id of the last event pushed (0 before the first).
     last_id: u64,
 }
 
-/// One held event: `chunk[start..end]`.
-#[derive(Debug)]
-struct Held {
-    id: u64,
-    chunk: Bytes,
-    start: usize,
-    end: usize,
-}
-
-impl ReplayBuffer {
+impl<T: AsRef<[u8]>> ReplayBuffer<T> {
     pub(crate) fn new(cap: usize) -> Self {
         ReplayBuffer {
             cap: cap.max(1),
             events: VecDeque::new(),
-            staging: BytesMut::new(),
-            staged: Vec::new(),
             last_id: 0,
         }
     }
 
-    /// Frames `data` with the next id and keeps it. Returns the new id and, when the
-    /// bound forced the oldest event out, that event's id.
-    pub(crate) fn push(&mut self, data: &[u8]) -> (u64, Option<u64>) {
-        self.last_id += 1;
-        let id = self.last_id;
-        let evicted = if self.events.len() + self.staged.len() >= self.cap {
-            if self.events.is_empty() {
-                self.seal();
-            }
-            self.events.pop_front().map(|h| h.id)
+    /// Keeps `event` under the next id. Returns the new id and, when the bound forced
+    /// the oldest event out, that event's id.
+    pub(crate) fn push(&mut self, event: T) -> (u64, Option<u64>) {
+        let evicted = if self.events.len() >= self.cap {
+            let oldest = self.oldest_id();
+            self.events.pop_front();
+            oldest
         } else {
             None
         };
-        write_event(&mut self.staging, Some(id), data);
-        self.staged.push((id, self.staging.len()));
-        (id, evicted)
-    }
-
-    /// Turns the staged events into one shared chunk.
-    fn seal(&mut self) {
-        if self.staged.is_empty() {
-            return;
-        }
-        let chunk = std::mem::take(&mut self.staging).freeze();
-        let mut start = 0;
-        // Taken, not drained: a burst's list is not kept by a session gone quiet.
-        for (id, end) in std::mem::take(&mut self.staged) {
-            self.events.push_back(Held {
-                id,
-                chunk: chunk.clone(),
-                start,
-                end,
-            });
-            start = end;
-        }
+        self.last_id += 1;
+        self.events.push_back(event);
+        (self.last_id, evicted)
     }
 
     pub(crate) fn last_id(&self) -> u64 {
@@ -208,35 +175,33 @@ impl ReplayBuffer {
 
     /// Id of the oldest event still held.
     pub(crate) fn oldest_id(&self) -> Option<u64> {
-        self.events
-            .front()
-            .map(|h| h.id)
-            .or_else(|| self.staged.first().map(|(id, _)| *id))
+        let held = self.events.len() as u64;
+        (held > 0).then(|| self.last_id + 1 - held)
     }
 
-    /// All held events with an id greater than `after`, as one chunk, and the id of the
-    /// last one. `None` when there is nothing newer. Events framed together come back
-    /// as a range of their shared chunk; only a run spanning chunks is copied.
-    pub(crate) fn chunk_after(&mut self, after: u64) -> Option<(Bytes, u64)> {
-        self.seal();
-        // Ids are contiguous, so the start index is arithmetic.
+    /// All held events with an id greater than `after`, framed into one chunk, and the
+    /// id of the last one. `None` when there is nothing newer.
+    pub(crate) fn chunk_after(&self, after: u64) -> Option<(Bytes, u64)> {
         let first = self.oldest_id()?;
         let skip = after.saturating_add(1).saturating_sub(first);
         let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-        let head = self.events.get(skip)?;
-        let last = self.events.back().expect("non-empty");
-        if head.chunk.as_ptr() == last.chunk.as_ptr() {
-            return Some((head.chunk.slice(head.start..last.end), last.id));
+        if skip >= self.events.len() {
+            return None;
         }
         let run = self.events.range(skip..);
-        let total = run.clone().map(|h| h.end - h.start).sum();
+        // Room for each event's framing too, so a burst's chunk is allocated once.
+        let total = run.clone().map(|e| e.as_ref().len() + FRAMING).sum();
         let mut buf = BytesMut::with_capacity(total);
-        for h in run {
-            buf.extend_from_slice(&h.chunk[h.start..h.end]);
+        for (id, e) in (first + skip as u64..).zip(run) {
+            write_event(&mut buf, Some(id), e.as_ref());
         }
-        Some((buf.freeze(), last.id))
+        Some((buf.freeze(), self.last_id))
     }
 }
+
+/// Bytes [`write_event`] adds to a one-line event: `id: ` + up to 20 digits + `\n`,
+/// `data: `, `\n\n`.
+const FRAMING: usize = 4 + 20 + 1 + 6 + 2;
 
 /// An SSE response body: every chunk the session actor sent, merged with whatever else
 /// is already queued into a single `Bytes` (one write per wake-up: the cost is per system
@@ -330,7 +295,7 @@ mod tests {
     }
 
     #[test]
-    fn events_framed_together_come_back_as_their_shared_chunk() {
+    fn a_hand_over_frames_every_newer_event_each_time_it_is_asked() {
         let mut r = ReplayBuffer::new(10);
         r.push(b"a");
         r.push(b"b");
@@ -340,9 +305,9 @@ mod tests {
         let (second, last) = r.chunk_after(2).unwrap();
         assert_eq!(text(&second), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
         assert_eq!(last, 4);
-        // Asked again, the same bytes come back: no copy was made.
-        assert_eq!(r.chunk_after(2).unwrap().0.as_ptr(), second.as_ptr());
-        // A run over two chunks is joined.
+        // Asked again (a resuming GET), the same bytes come back.
+        assert_eq!(r.chunk_after(2).unwrap().0, second);
+        // A run over two hand-overs is one chunk.
         assert_eq!(
             text(&r.chunk_after(1).unwrap().0),
             "id: 2\ndata: b\n\nid: 3\ndata: c\n\nid: 4\ndata: d\n\n"
@@ -350,11 +315,36 @@ mod tests {
     }
 
     #[test]
-    fn eviction_reaches_into_unsealed_events() {
+    fn held_events_are_the_shared_messages_not_copies() {
+        let shared = Bytes::from_static(b"{}");
+        let mut r = ReplayBuffer::new(2);
+        r.push(shared.clone());
+        r.push(shared.clone());
+        r.push(shared.clone());
+        assert_eq!(r.events.len(), 2);
+        assert!(r.events.iter().all(|e| e.as_ptr() == shared.as_ptr()));
+        assert_eq!(
+            text(&r.chunk_after(0).unwrap().0),
+            "id: 2\ndata: {}\n\nid: 3\ndata: {}\n\n"
+        );
+    }
+
+    #[test]
+    fn multi_line_events_fit_the_hand_over() {
+        let mut r = ReplayBuffer::new(4);
+        r.push(&b"{\n\"a\":\n1\n}"[..]);
+        assert_eq!(
+            text(&r.chunk_after(0).unwrap().0),
+            "id: 1\ndata: {\ndata: \"a\":\ndata: 1\ndata: }\n\n"
+        );
+    }
+
+    #[test]
+    fn eviction_counts_from_the_oldest_held() {
         let mut r = ReplayBuffer::new(2);
         assert_eq!(r.oldest_id(), None);
         assert_eq!(r.push(b"a"), (1, None));
-        assert_eq!(r.oldest_id(), Some(1), "a staged event is held");
+        assert_eq!(r.oldest_id(), Some(1));
         assert_eq!(r.push(b"b"), (2, None));
         assert_eq!(r.push(b"c"), (3, Some(1)));
         assert_eq!(r.oldest_id(), Some(2));
@@ -365,7 +355,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Against a model that keeps every event as its own framed buffer: the same
+        /// Against a model that keeps every event framed as its own buffer: the same
         /// ids, the same evictions, the same bytes for every `chunk_after`.
         #[test]
         fn replay_buffer_matches_a_per_event_model(
@@ -378,10 +368,11 @@ mod tests {
             for op in ops {
                 match op {
                     None => {
-                        let data = format!("e{next}");
+                        // Every third event spans lines, as a pretty-printing peer's would.
+                        let data = if next % 3 == 0 { format!("e\n{next}") } else { format!("e{next}") };
                         let evicted = (model.len() >= cap).then(|| model.pop_front().unwrap().0);
                         model.push_back((next, event(Some(next), data.as_bytes())));
-                        proptest::prop_assert_eq!(r.push(data.as_bytes()), (next, evicted));
+                        proptest::prop_assert_eq!(r.push(data), (next, evicted));
                         next += 1;
                     }
                     Some(after) => {
@@ -414,7 +405,7 @@ mod tests {
 
     #[test]
     fn empty_buffer_has_nothing() {
-        let mut r = ReplayBuffer::new(4);
+        let r = ReplayBuffer::<Bytes>::new(4);
         assert!(r.chunk_after(0).is_none());
         assert_eq!(parse_last_event_id(" 12 "), Some(LastEventId::Get(12)));
         assert_eq!(parse_last_event_id("x"), None);

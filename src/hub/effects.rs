@@ -76,7 +76,7 @@ impl Hub {
         let ok = slot.handle.try_send_request(msg.to_bytes(), ctx);
         if ok {
             if let Some(m) = msg.method() {
-                *self.sent.entry(m.to_owned()).or_default() += 1;
+                self.count_sent(m);
             }
         } else {
             tracing::warn!(upstream = %slot.name, "upstream queue full or closed; message not sent");
@@ -92,12 +92,22 @@ impl Hub {
         let ok = slot.handle.try_send(msg.to_bytes());
         if ok {
             if let (Some(m), crate::protocol::Kind::Request) = (msg.method(), msg.kind()) {
-                *self.sent.entry(m.to_owned()).or_default() += 1;
+                self.count_sent(m);
             }
         } else {
             tracing::warn!(upstream = %slot.name, "upstream queue full or closed; message not sent");
         }
         ok
+    }
+
+    /// Counts an upstream request by method, allocating the key only the first time.
+    fn count_sent(&mut self, method: &str) {
+        match self.sent.get_mut(method) {
+            Some(n) => *n += 1,
+            None => {
+                self.sent.insert(method.to_owned(), 1);
+            }
+        }
     }
 
     pub(super) fn send_cancelled(&mut self, upstream: UpstreamId, pid: ProxyId, reason: &str) {

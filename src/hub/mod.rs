@@ -207,7 +207,7 @@ pub struct Hub {
     upstream_log_level: Option<u8>,
     /// Request deadlines, by proxy id, so answered requests can drop their timer and
     /// progress can push it back (never past the request's total limit).
-    request_timers: HashMap<ProxyId, RequestTimer>,
+    request_timers: IdMap<ProxyId, RequestTimer>,
     timers: DelayQueue<Timer>,
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
@@ -268,7 +268,7 @@ impl Hub {
             clients: IdMap::default(),
             upstreams,
             pending: PendingTable::default(),
-            request_timers: HashMap::new(),
+            request_timers: IdMap::default(),
             timers: DelayQueue::new(),
             deferred_inits: Vec::new(),
             sent: HashMap::new(),
@@ -288,6 +288,10 @@ impl Hub {
     /// request is answered only after everything already queued on both was handled,
     /// so `stats` after a send observes that send (what the tests rely on).
     pub(crate) async fn run(mut self, mut inbox: Inboxes, shutdown: CancellationToken) {
+        // One wait for shutdown for the whole loop: a fresh one each turn would join and
+        // leave the token's waiter list (a lock each way) twice per request.
+        let shutdown = shutdown.cancelled();
+        tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 ev = inbox.clients.recv() => match ev {
@@ -306,7 +310,7 @@ impl Hub {
                 Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
                     self.on_timer(expired.into_inner());
                 }
-                _ = shutdown.cancelled() => break,
+                () = &mut shutdown => break,
             }
             self.reap_doomed();
             self.check_drained();

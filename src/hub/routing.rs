@@ -1,6 +1,10 @@
 //! Which upstream serves a client request, and the request as that upstream must
 //! see it (prefixes stripped). Decisions come from [`crate::state::catalog`].
 
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::Hub;
@@ -77,12 +81,11 @@ impl Hub {
     /// (tool or prompt name, URI, completion ref) to the upstream's own form.
     pub(super) fn route_request(&self, msg: &mut Message) -> Result<UpstreamId, (i64, String)> {
         let method = msg.method().unwrap_or_default().to_owned();
-        let params: Value = msg
+        let params = msg
             .params()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or(Value::Null);
+            .map_or_else(RouteParams::default, |p| RouteParams::read(p.get()));
         let by_name = |kind: ListKind, path: &[&str], what: &str| {
-            let name = get_str(&params, path).ok_or_else(|| {
+            let name = params.at(path).ok_or_else(|| {
                 (
                     code::INVALID_PARAMS,
                     format!("{method} needs params.{} (string)", path.join(".")),
@@ -99,7 +102,7 @@ impl Hub {
                 .ok_or_else(|| (code::INVALID_PARAMS, format!("unknown {what}: {name}")))
         };
         let by_uri = |path: &[&str]| {
-            let uri = get_str(&params, path).ok_or_else(|| {
+            let uri = params.at(path).ok_or_else(|| {
                 (
                     code::INVALID_PARAMS,
                     format!("{method} needs params.{} (string)", path.join(".")),
@@ -133,7 +136,7 @@ impl Hub {
                     let (u, n) = by_uri(&["uri"])?;
                     (u, &["uri"], n)
                 }
-                "completion/complete" => match get_str(&params, &["ref", "type"]) {
+                "completion/complete" => match params.at(&["ref", "type"]) {
                     Some("ref/prompt") => {
                         let (u, n) = by_name(ListKind::Prompts, &["ref", "name"], "prompt")?;
                         (u, &["ref", "name"], n)
@@ -156,15 +159,108 @@ impl Hub {
                     ))
                 }
             };
-        if get_str(&params, path) != Some(own.as_str()) {
+        if params.at(path) != Some(own.as_str()) {
             set_param(msg, path, &own);
         }
         Ok(upstream)
     }
 }
 
-fn get_str<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
-    path.iter().try_fold(v, |v, k| v.get(*k))?.as_str()
+/// The members of a request's `params` that routing reads, as `Value::get(..)
+/// .as_str()` would see them: a member that is absent, null or not a string is `None`.
+/// Read in one pass that borrows the text and skips everything else (the tool's
+/// `arguments` can be large).
+#[derive(Debug, Default, PartialEq)]
+struct RouteParams<'a> {
+    name: Option<Cow<'a, str>>,
+    uri: Option<Cow<'a, str>>,
+    ref_type: Option<Cow<'a, str>>,
+    ref_name: Option<Cow<'a, str>>,
+    ref_uri: Option<Cow<'a, str>>,
+}
+
+impl<'a> RouteParams<'a> {
+    fn read(params: &'a str) -> Self {
+        if !params.trim_start().starts_with('{') {
+            // (A derived struct would also read an array, by position.)
+            return Self::default();
+        }
+        #[derive(Deserialize)]
+        struct Top<'a> {
+            #[serde(borrow)]
+            name: Option<&'a RawValue>,
+            #[serde(borrow)]
+            uri: Option<&'a RawValue>,
+            #[serde(borrow, rename = "ref")]
+            reference: Option<&'a RawValue>,
+        }
+        #[derive(Deserialize)]
+        struct Ref<'a> {
+            #[serde(borrow, rename = "type")]
+            kind: Option<&'a RawValue>,
+            #[serde(borrow)]
+            name: Option<&'a RawValue>,
+            #[serde(borrow)]
+            uri: Option<&'a RawValue>,
+        }
+        fn string(raw: Option<&RawValue>) -> Option<Cow<'_, str>> {
+            let text = raw?.get();
+            // Borrowed unless it has escapes to decode.
+            match serde_json::from_str::<&str>(text) {
+                Ok(s) => Some(Cow::Borrowed(s)),
+                Err(_) => serde_json::from_str::<String>(text).ok().map(Cow::Owned),
+            }
+        }
+        let Ok(top) = serde_json::from_str::<Top<'a>>(params) else {
+            // Not an object of unique members (a repeated member: the last one counts,
+            // as a `Value` keeps it).
+            return Self::from_value(params);
+        };
+        let reference = top
+            .reference
+            .and_then(|r| serde_json::from_str::<Ref<'a>>(r.get()).ok());
+        if top.reference.is_some_and(|r| r.get().starts_with('{')) && reference.is_none() {
+            return Self::from_value(params);
+        }
+        let (ref_type, ref_name, ref_uri) = reference.map_or((None, None, None), |r| {
+            (string(r.kind), string(r.name), string(r.uri))
+        });
+        RouteParams {
+            name: string(top.name),
+            uri: string(top.uri),
+            ref_type,
+            ref_name,
+            ref_uri,
+        }
+    }
+
+    /// The same members through a full `Value` (the rare shapes [`Self::read`] leaves).
+    fn from_value(params: &str) -> Self {
+        let v: Value = serde_json::from_str(params).unwrap_or(Value::Null);
+        let get = |path: &[&str]| {
+            let s = path.iter().try_fold(&v, |v, k| v.get(*k))?.as_str()?;
+            Some(Cow::Owned(s.to_owned()))
+        };
+        RouteParams {
+            name: get(&["name"]),
+            uri: get(&["uri"]),
+            ref_type: get(&["ref", "type"]),
+            ref_name: get(&["ref", "name"]),
+            ref_uri: get(&["ref", "uri"]),
+        }
+    }
+
+    fn at(&self, path: &[&str]) -> Option<&str> {
+        let field = match path {
+            ["name"] => &self.name,
+            ["uri"] => &self.uri,
+            ["ref", "type"] => &self.ref_type,
+            ["ref", "name"] => &self.ref_name,
+            ["ref", "uri"] => &self.ref_uri,
+            _ => return None,
+        };
+        field.as_deref()
+    }
 }
 
 /// Sets a string member of `params` at `path` (re-encodes params once).
@@ -182,5 +278,81 @@ pub(super) fn set_param(msg: &mut Message, path: &[&str], value: &str) {
     if let Some(map) = obj.as_object_mut() {
         map.insert((*last).to_owned(), Value::String(value.to_owned()));
         msg.set_params(&params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    use super::RouteParams;
+
+    /// Members routing reads, with values of every JSON kind, sometimes repeated.
+    fn member() -> impl Strategy<Value = String> {
+        let key = prop_oneof![
+            Just("name"),
+            Just("uri"),
+            Just("ref"),
+            Just("type"),
+            Just("arguments"),
+            Just("_meta")
+        ];
+        let scalar = prop_oneof![
+            Just("null".to_owned()),
+            Just("7".to_owned()),
+            Just("true".to_owned()),
+            "[a-z/:\\\\\"]{0,6}".prop_map(|s| serde_json::to_string(&s).unwrap()),
+            Just("\"esc\\u0041ped\"".to_owned()),
+        ];
+        let value = scalar.prop_recursive(2, 8, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..3)
+                    .prop_map(|v| format!("[{}]", v.join(","))),
+                prop::collection::vec(
+                    (
+                        prop_oneof![Just("type"), Just("name"), Just("uri"), Just("x")],
+                        inner
+                    ),
+                    0..4
+                )
+                .prop_map(|m| {
+                    let m: Vec<String> = m.iter().map(|(k, v)| format!("{k:?}:{v}")).collect();
+                    format!("{{{}}}", m.join(","))
+                }),
+            ]
+        });
+        (key, value).prop_map(|(k, v)| format!("{k:?}:{v}"))
+    }
+
+    proptest! {
+        /// The one-pass reader sees what a full `Value` sees, for any object.
+        #[test]
+        fn one_pass_read_matches_value(members in prop::collection::vec(member(), 0..6)) {
+            let text = format!("{{{}}}", members.join(","));
+            prop_assert_eq!(RouteParams::read(&text), RouteParams::from_value(&text));
+        }
+    }
+
+    #[test]
+    fn reads_names_uris_and_refs_and_borrows_plain_strings() {
+        let text = json!({"name": "echo", "arguments": {"name": "inner"}}).to_string();
+        let p = RouteParams::read(&text);
+        assert_eq!(p.at(&["name"]), Some("echo"));
+        assert!(matches!(p.name, Some(std::borrow::Cow::Borrowed(_))));
+        assert_eq!(p.at(&["uri"]), None);
+        let text = json!({"ref": {"type": "ref/resource", "uri": "file:///a"}}).to_string();
+        let p = RouteParams::read(&text);
+        assert_eq!(p.at(&["ref", "type"]), Some("ref/resource"));
+        assert_eq!(p.at(&["ref", "uri"]), Some("file:///a"));
+        assert_eq!(p.at(&["ref", "name"]), None);
+        // Not a string, an array, repeated members: as a `Value` reads them.
+        assert_eq!(RouteParams::read(r#"{"name": 7}"#).at(&["name"]), None);
+        assert_eq!(
+            RouteParams::read(r#"["echo", "u"]"#),
+            RouteParams::default()
+        );
+        let p = RouteParams::read(r#"{"name": "a", "name": "b"}"#);
+        assert_eq!(p.at(&["name"]), Some("b"));
     }
 }

@@ -227,7 +227,12 @@ impl Message {
     /// well-formed JSON-RPC 2.0 give [`ParseError::Invalid`]; invalid JSON gives
     /// [`ParseError::Json`].
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        Self::from_members(members_of(serde_json::from_slice::<Members>(bytes))?.0)
+        // UTF-8 checked once for the whole text, not again for each raw member.
+        let members = match std::str::from_utf8(bytes) {
+            Ok(text) => serde_json::from_str::<Members>(text),
+            Err(_) => serde_json::from_slice::<Members>(bytes),
+        };
+        Self::from_members(members_of(members)?.0)
     }
 
     /// The id of a message that failed validation, when it can still be read, so the
@@ -352,7 +357,12 @@ impl Message {
     /// Replaces the id with another raw id.
     pub fn set_id(&mut self, id: &RawId) {
         let raw = RawValue::from_string(id.as_json().to_owned()).expect("ids are valid JSON");
-        self.set_member("id", raw);
+        self.raw = None;
+        self.id = Some(id.clone());
+        match self.members.iter_mut().find(|(k, _)| k == "id") {
+            Some(slot) => slot.1 = raw,
+            None => self.members.push((key("id"), raw)),
+        }
     }
 
     /// Replaces `params` with a new JSON value.

@@ -69,7 +69,11 @@ pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
         #[serde(borrow, rename = "progressToken")]
         token: Option<&'a RawValue>,
     }
-    let p: P = serde_json::from_str(params?.get()).ok()?;
+    let params = params?.get();
+    if !super::modern::may_have_meta(params) {
+        return None;
+    }
+    let p: P = serde_json::from_str(params).ok()?;
     let t = p.meta?.token?.get().trim();
     (t.starts_with('"') || t.parse::<f64>().is_ok()).then(|| t.to_owned())
 }

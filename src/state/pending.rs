@@ -15,7 +15,7 @@ use std::collections::HashMap;
 
 use crate::protocol::RawId;
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, IdAlloc, ProxyId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, IdAlloc, IdMap, ProxyId, SubKey, UpstreamId};
 
 /// Who is waiting for the answer to an upstream-bound request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +74,11 @@ pub struct ClientBound {
 #[derive(Debug, Default)]
 pub struct PendingTable {
     ids: IdAlloc,
-    upstream_bound: HashMap<ProxyId, UpstreamBound>,
-    /// (client, client's request id) → proxy id, for cancellation and limits.
-    by_client: HashMap<ClientId, HashMap<RawId, ProxyId>>,
-    client_bound: HashMap<ProxyId, ClientBound>,
+    upstream_bound: IdMap<ProxyId, UpstreamBound>,
+    /// (client, client's request id) → proxy id, for cancellation and limits. The
+    /// inner maps keep SipHash: their keys are chosen by the clients.
+    by_client: IdMap<ClientId, HashMap<RawId, ProxyId>>,
+    client_bound: IdMap<ProxyId, ClientBound>,
 }
 
 /// Why a client request could not be registered.

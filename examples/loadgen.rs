@@ -27,6 +27,10 @@
 //! target/release/examples/loadgen relay PROGRAM [ARGS...]
 //!                          not a scenario: the minimal stdio relay `forwarding` measures
 //!                          as the floor of a process in between (loadgen/relay.rs)
+//! target/release/examples/loadgen drive --calls N PROGRAM [ARGS...]
+//!                          not a scenario: N echo calls through one stdio program (`{config}`
+//!                          in ARGS: a mcpmux config for the scripted upstream), for a
+//!                          profiler wrapping it (loadgen/drive.rs)
 //! ```
 //!
 //! Why two runtimes in one process: client tasks (parsing SSE, building requests) must
@@ -173,11 +177,20 @@ fn bins() -> Result<Bins> {
 
 fn main() -> Result<()> {
     let mut argv = std::env::args().skip(1);
-    if argv.next().as_deref() == Some("relay") {
-        let Some(program) = argv.next() else {
-            bail!("usage: loadgen relay PROGRAM [ARGS...]");
-        };
-        return harness::relay::run(&program, &argv.collect::<Vec<_>>());
+    match argv.next().as_deref() {
+        Some("relay") => {
+            let Some(program) = argv.next() else {
+                bail!("usage: loadgen relay PROGRAM [ARGS...]");
+            };
+            return harness::relay::run(&program, &argv.collect::<Vec<_>>());
+        }
+        Some("drive") => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            return rt.block_on(harness::drive::run(&bins()?, argv));
+        }
+        _ => {}
     }
     let args = parse_args()?;
     let server = tokio::runtime::Builder::new_multi_thread()

@@ -461,6 +461,18 @@ impl LineClient {
         Ok(c)
     }
 
+    /// Ends the child's stdin and waits for it to exit.
+    ///
+    /// # Errors
+    /// Waiting for the child failed.
+    pub async fn finish(self) -> Result<std::process::ExitStatus> {
+        let LineClient {
+            mut _child, stdin, ..
+        } = self;
+        drop(stdin);
+        Ok(_child.wait().await?)
+    }
+
     async fn write(&mut self, msg: &Value) -> Result<()> {
         let mut line = msg.to_string();
         line.push('\n');

@@ -6,10 +6,12 @@
 //! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`), [`peer`] (npm `mcp-proxy`),
 //! [`fleet`] (three `mcpmux serve` over NATS vs one) with [`fleet_peers`] (nats-server
 //! and the HTTP-mode scripted upstream, shared with `tests/common/fleet.rs`),
-//! [`stats`] (percentiles, formatting).
+//! [`stats`] (percentiles, formatting), [`relay`] and [`drive`] (helpers for the stdio
+//! measurements).
 #![allow(dead_code)] // The smoke test uses a subset.
 
 pub mod client;
+pub mod drive;
 pub mod fleet;
 pub mod fleet_peers;
 pub mod memory;

@@ -849,7 +849,11 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
     Ok(rows)
 }
 
-fn check_echo(v: Value) -> Result<()> {
+/// Checks a `tools/call echo` result of `forwarding` and `drive`.
+///
+/// # Errors
+/// Any other result.
+pub fn check_echo(v: Value) -> Result<()> {
     ensure!(
         v["content"][0]["text"] == "hello from loadgen",
         "unexpected echo result: {v}"

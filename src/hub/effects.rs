@@ -46,14 +46,13 @@ impl Hub {
             let method = super::metrics::method_label(msg.method().unwrap_or_default());
             self.count_request(upstream, method);
             let now = Instant::now();
-            let key = self
-                .timers
-                .insert_at(Timer::Request(pid), now + self.settings.request_timeout);
+            let deadline = now + self.settings.request_timeout;
+            self.deadlines.insert(pid, deadline);
             let limit = now + self.settings.request_max_total;
             self.request_timers.insert(
                 pid,
                 RequestTimer {
-                    key,
+                    deadline,
                     limit,
                     sent: now,
                     method,
@@ -123,16 +122,17 @@ impl Hub {
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         if let Some(t) = self.request_timers.remove(&pid) {
-            self.timers.try_remove(&t.key);
+            self.deadlines.remove(pid, t.deadline);
         }
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the
     /// request's total limit (`limits.request_max_total_ms`).
     pub(super) fn extend_request_timer(&mut self, pid: ProxyId) {
-        if let Some(t) = self.request_timers.get(&pid) {
+        if let Some(t) = self.request_timers.get_mut(&pid) {
             let at = (Instant::now() + self.settings.request_timeout).min(t.limit);
-            self.timers.reset_at(&t.key, at);
+            self.deadlines.reset(pid, t.deadline, at);
+            t.deadline = at;
         }
     }
 

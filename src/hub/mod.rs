@@ -7,9 +7,10 @@
 //! [`crate::state`]; this module only wires them to channels and timers.
 //!
 //! Files: `client.rs` handles client messages, `from_upstream.rs` upstream messages,
-//! `effects.rs` sending and the registry's effects.
+//! `effects.rs` sending and the registry's effects, `deadlines.rs` the request deadlines.
 
 mod client;
+mod deadlines;
 mod effects;
 mod fleet;
 mod from_upstream;
@@ -30,7 +31,7 @@ use std::time::Duration;
 use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::{delay_queue, DelayQueue};
+use tokio_util::time::DelayQueue;
 
 use handle::Inboxes;
 pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
@@ -172,16 +173,16 @@ struct ClientInit {
 /// A request's deadline timer and the latest it may be pushed back to.
 #[derive(Debug)]
 struct RequestTimer {
-    key: delay_queue::Key,
+    deadline: Instant,
     limit: Instant,
     /// When it was sent and its method (for the latency and error counters).
     sent: Instant,
     method: &'static str,
 }
 
+/// The hub's other timers (rare: one per released subscription, one per shutdown).
 #[derive(Debug)]
 enum Timer {
-    Request(ProxyId),
     Linger(SubKey),
     /// The shutdown drain's deadline.
     Drain,
@@ -208,6 +209,7 @@ pub struct Hub {
     /// Request deadlines, by proxy id, so answered requests can drop their timer and
     /// progress can push it back (never past the request's total limit).
     request_timers: IdMap<ProxyId, RequestTimer>,
+    deadlines: deadlines::Deadlines,
     timers: DelayQueue<Timer>,
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
@@ -269,6 +271,7 @@ impl Hub {
             upstreams,
             pending: PendingTable::default(),
             request_timers: IdMap::default(),
+            deadlines: deadlines::Deadlines::new(),
             timers: DelayQueue::new(),
             deferred_inits: Vec::new(),
             sent: HashMap::new(),
@@ -306,6 +309,9 @@ impl Hub {
                 Some(ctl) = inbox.control.recv() => {
                     self.catch_up(&mut inbox);
                     self.on_control(ctl);
+                }
+                pid = self.deadlines.next_due(), if self.deadlines.armed() => {
+                    self.on_request_deadline(pid);
                 }
                 Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
                     self.on_timer(expired.into_inner());
@@ -480,16 +486,17 @@ impl Hub {
         let _ = done.send(cut.len());
     }
 
+    fn on_request_deadline(&mut self, pid: ProxyId) {
+        let limit_reached = self
+            .request_timers
+            .remove(&pid)
+            .is_some_and(|t| Instant::now() >= t.limit);
+        self.request_timed_out(pid, limit_reached);
+    }
+
     fn on_timer(&mut self, t: Timer) {
         let now = Instant::now().into_std();
         match t {
-            Timer::Request(pid) => {
-                let limit_reached = self
-                    .request_timers
-                    .remove(&pid)
-                    .is_some_and(|t| Instant::now() >= t.limit);
-                self.request_timed_out(pid, limit_reached);
-            }
             Timer::Linger(key) => {
                 let effects = self.subs.linger_expired(&key, now);
                 self.apply_sub_effects(effects);

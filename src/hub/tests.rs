@@ -599,6 +599,36 @@ async fn timed_out_request_errors_and_cancels_upstream() {
     assert!(c.pending().is_empty());
 }
 
+/// The deadline timer is left set when a request is answered (hub/deadlines.rs): the
+/// next request must still get its whole timeout, not the answered one's.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_an_answered_one_gets_its_own_whole_timeout() {
+    let timeout = Duration::from_millis(500);
+    let s = HubSettings {
+        request_timeout: timeout,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "quick"})).await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({"content": []})).await;
+    assert!(c.next().await.get("result").is_some());
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let sent = tokio::time::Instant::now();
+    c.send("tools/call", json!({"name": "hang"})).await;
+    let _ = r.upstream_msgs().await;
+    let v = c.next().await; // auto-advances paused time
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let took = sent.elapsed();
+    assert!(
+        took >= timeout,
+        "timed out after {took:?}, before its {timeout:?}"
+    );
+    assert!(took < timeout * 2, "timed out only after {took:?}");
+    assert_eq!(r.hub.stats().await.unwrap().pending_requests, 0);
+}
+
 #[tokio::test]
 async fn client_cancel_is_forwarded_with_the_upstream_id() {
     let mut r = rig().await;

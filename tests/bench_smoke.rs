@@ -91,3 +91,23 @@ async fn fleet_sides_cost_one_upstream_subscription_and_read_per_update() {
         Err(why) => eprintln!("fleet smoke skipped: {why}"),
     }
 }
+
+/// `loadgen drive` (the callgrind driver of BENCHMARKS.md): N echo calls through
+/// `mcpmux stdio` with the `{config}` it writes, then a clean exit; bad arguments and a
+/// program that is no MCP server are errors, not a hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drive_runs_calls_through_mcpmux_stdio_and_waits_for_its_exit() {
+    let bins = env().bins;
+    let mcpmux = env!("CARGO_BIN_EXE_mcpmux").to_owned();
+    let argv = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let ok = argv(&["--calls", "3", &mcpmux, "stdio", "--config", "{config}"]);
+    harness::drive::run(&bins, ok.into_iter()).await.unwrap();
+    let no_count = argv(&["--calls", "many", &mcpmux]);
+    assert!(harness::drive::run(&bins, no_count.into_iter())
+        .await
+        .is_err());
+    let not_mcp = argv(&["--calls", "1", "true"]);
+    assert!(harness::drive::run(&bins, not_mcp.into_iter())
+        .await
+        .is_err());
+}

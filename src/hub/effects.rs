@@ -99,14 +99,13 @@ impl Hub {
         ok
     }
 
-    /// Counts an upstream request by method, allocating the key only the first time.
+    /// Counts an upstream request by method label: a method outside the known set counts
+    /// as `other`, so client-chosen method names cannot grow the map.
     fn count_sent(&mut self, method: &str) {
-        match self.sent.get_mut(method) {
-            Some(n) => *n += 1,
-            None => {
-                self.sent.insert(method.to_owned(), 1);
-            }
-        }
+        *self
+            .sent
+            .entry(super::metrics::method_label(method))
+            .or_default() += 1;
     }
 
     pub(super) fn send_cancelled(&mut self, upstream: UpstreamId, pid: ProxyId, reason: &str) {

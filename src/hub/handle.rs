@@ -48,7 +48,8 @@ pub struct HubStats {
     /// since start (deliveries that became fewer under the slow-client policy; never a
     /// loss of the last update for a URI).
     pub coalesced: u64,
-    /// Upstream requests sent, by method, since start (for tests and benchmarks).
+    /// Upstream requests sent, by method, since start (for tests and benchmarks). A
+    /// method outside the ones mcpmux knows counts as `other`.
     pub upstream_sent: Vec<(String, u64)>,
     /// Read-cache counters (hits, single-flight joins, upstream fetches, ...).
     pub cache: crate::state::cache::CacheCounters,

@@ -214,8 +214,8 @@ pub struct Hub {
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
     deferred_inits: Vec<(ClientId, Message)>,
-    /// Upstream requests sent, by method.
-    sent: HashMap<String, u64>,
+    /// Upstream requests sent, by method label (`metrics::method_label`: a bounded set).
+    sent: HashMap<&'static str, u64>,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
     /// The fleet actor, when `[fleet]` is configured, and this instance's role per
@@ -506,7 +506,11 @@ impl Hub {
     }
 
     fn stats(&self) -> HubStats {
-        let mut sent: Vec<(String, u64)> = self.sent.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let mut sent: Vec<(String, u64)> = self
+            .sent
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), *v))
+            .collect();
         sent.sort();
         let peak = self
             .clients

@@ -599,6 +599,26 @@ async fn timed_out_request_errors_and_cancels_upstream() {
     assert!(c.pending().is_empty());
 }
 
+/// Methods mcpmux does not know are forwarded to a lone upstream, and counted under one
+/// label: client-chosen names cannot grow the hub's counters.
+#[tokio::test]
+async fn unknown_forwarded_methods_are_counted_under_one_label() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    // (The rig allows 10 pending requests per client.)
+    for i in 0..8 {
+        c.send(&format!("x-vendor/method-{i}"), json!({})).await;
+    }
+    c.send("tools/call", json!({"name": "t"})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 9, "{:?}", methods_of(&up));
+    let sent = r.hub.stats().await.unwrap().upstream_sent;
+    let count = |m: &str| sent.iter().find(|(k, _)| k == m).map(|(_, n)| *n);
+    assert_eq!(count("other"), Some(8), "{sent:?}");
+    assert_eq!(count("tools/call"), Some(1), "{sent:?}");
+    assert!(sent.len() <= 17, "{sent:?}");
+}
+
 /// The deadline timer is left set when a request is answered (hub/deadlines.rs): the
 /// next request must still get its whole timeout, not the answered one's.
 #[tokio::test(start_paused = true)]

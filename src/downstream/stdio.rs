@@ -212,9 +212,11 @@ fn end_modern(hub: &ClientLink, requests: &ModernRequests, id: Option<&RawId>) {
     let sub = id.and_then(|id| {
         let mut requests = lock(requests);
         // Most connections never make a modern request: no hashing for them.
-        (!requests.is_empty())
-            .then(|| requests.remove(id))
-            .flatten()
+        if requests.is_empty() {
+            None
+        } else {
+            requests.remove(id)
+        }
     });
     if let Some(sub) = sub {
         hub.client_closed_now(sub, "answered");

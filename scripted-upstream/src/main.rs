@@ -140,7 +140,7 @@
 //! | `delay` | `{ms, text?}` | answers `text` after `ms` milliseconds; other requests are served meanwhile |
 //! | `exit` | `{code?}` | flushes stdout and exits with `code` (default 0), no result |
 //! | `progress` | `{steps, interval_ms?}` | with `_meta.progressToken`, sends `steps` progress notifications (one every `interval_ms`, default at once), then the result |
-//! | `sample` | `{prompt}` | sends `sampling/createMessage` (ids `s1`, `s2`, …); the client's answer becomes the result |
+//! | `sample` | `{prompt, log?}` | sends `sampling/createMessage` (ids `s1`, `s2`, …); the client's answer becomes the result. With `log` (any JSON), first a `notifications/message` `{level: "info", logger: "scripted", data: log}` tied to no request (HTTP mode: on the session's GET stream, before the request) |
 //! | `log` | `{level?, data?}` | sends `notifications/message` |
 //! | `ask` | `{rounds?, method?}` | dual/modern modes only: MRTR, below |
 //! | `end_listens` | `{how?: "result"\|"cancelled"}` | dual/modern modes only: ends every open listen (below), then the result text `"ended <n>"` |
@@ -295,6 +295,7 @@
 //! | `SCRIPTED_RESOURCES` | 20 | N static resources |
 //! | `SCRIPTED_PAGE_SIZE` | 100 | `resources/list` page size |
 //! | `SCRIPTED_NO_SUBSCRIBE=1` | off | declare `resources: {listChanged: true}` without `subscribe` (subscribe requests are still answered `{}`) |
+//! | `SCRIPTED_DISCOVER_NO_SUBSCRIBE=1` | off | `server/discover` alone declares `resources: {listChanged: true}` without `subscribe` (a dual-era server whose two faces differ; everything is still served) |
 //! | `SCRIPTED_LOG=<path>` | none | append every received line to this file, flushed per line |
 //! | `SCRIPTED_CRASH_ON_START=1` | off | exit 3 right after reading (and logging) the first line |
 //! | `SCRIPTED_SLOW_START=1` | off | answer the first line (a client's era probe) only after the second has arrived, then both in order: a server still starting when its client stopped waiting for the first answer |
@@ -468,6 +469,9 @@ use server::{Flow, Server};
 pub struct Config {
     pub name: String,
     pub no_subscribe: bool,
+    /// `server/discover` declares no `resources.subscribe` (a dual-era server whose
+    /// 2026-07-28 face offers less than its `initialize` face).
+    pub discover_no_subscribe: bool,
     pub resources: u64,
     pub page_size: usize,
     pub log_path: Option<PathBuf>,
@@ -494,6 +498,7 @@ impl Config {
             http: http_address(),
             name: std::env::var("SCRIPTED_NAME").unwrap_or_else(|_| "scripted".to_owned()),
             no_subscribe: env_flag("SCRIPTED_NO_SUBSCRIBE"),
+            discover_no_subscribe: env_flag("SCRIPTED_DISCOVER_NO_SUBSCRIBE"),
             resources: env_number("SCRIPTED_RESOURCES", 20),
             page_size: env_number("SCRIPTED_PAGE_SIZE", 100).max(1) as usize,
             log_path: std::env::var_os("SCRIPTED_LOG")
@@ -531,6 +536,7 @@ impl Config {
         Config {
             name: "t".into(),
             no_subscribe: false,
+            discover_no_subscribe: false,
             resources: 20,
             page_size: 100,
             log_path: None,

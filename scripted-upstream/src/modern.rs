@@ -257,9 +257,13 @@ impl Server {
     }
 
     pub fn discover(&self) -> Value {
+        let mut capabilities = self.capabilities();
+        if self.config.discover_no_subscribe {
+            capabilities["resources"] = json!({"listChanged": true});
+        }
         json!({
             "supportedVersions": self.config.era.supported_versions(),
-            "capabilities": self.capabilities(),
+            "capabilities": capabilities,
             "instructions": "scripted upstream",
             "resultType": "complete",
             "ttlMs": self.config.ttl_ms,

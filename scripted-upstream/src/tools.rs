@@ -322,6 +322,14 @@ impl Server {
                         out: self.out.clone(),
                     };
                     self.sampling.insert(sample_id.clone(), waiting);
+                    if let Some(data) = args.get("log") {
+                        // A log line tied to no request id, just before the request
+                        // (HTTP mode: both on the session's GET stream, in this order).
+                        self.out.notify_session(
+                            "notifications/message",
+                            json!({"level": "info", "logger": "scripted", "data": data}),
+                        );
+                    }
                     self.out.request(
                         &sample_id,
                         "sampling/createMessage",

@@ -7,8 +7,9 @@
 //! 1. the transport tells which of mcpmux's requests the message arrived with (a
 //!    Streamable HTTP POST stream): the client that made that request;
 //! 2. a progress notification names its request by the proxy-minted token;
-//! 3. the transport cannot tell (stdio): the client whose request is the *only* one
-//!    in flight on that upstream, when there is exactly one;
+//! 3. the transport cannot tell (stdio, and a Streamable HTTP upstream's GET stream,
+//!    where servers send what they tie to no request id): the client whose request is
+//!    the *only* one in flight on that upstream, when there is exactly one;
 //! 4. otherwise the message belongs to nobody and follows the server's
 //!    `unrelated_messages` policy (default: delivered to nobody); a server→client
 //!    request that belongs to nobody is refused with an error saying why.

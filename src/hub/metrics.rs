@@ -233,6 +233,7 @@ impl Hub {
                         "up",
                         None,
                         Some(match info.era {
+                            _ if info.dual.is_some() => "dual",
                             Era::Modern => "modern",
                             Era::Legacy => "legacy",
                         }),

@@ -226,7 +226,8 @@ impl Hub {
 
     /// Gives a response to a modern client the era's shape: results carry
     /// `resultType` (and, for cacheable methods, `ttlMs`/`cacheScope` unless the
-    /// upstream set them); a legacy "resource not found" (-32002) becomes -32602.
+    /// upstream set them); a legacy "resource not found" (-32002) becomes -32602 with
+    /// the requested URI in `data.uri`.
     pub(super) fn modernize_response(
         &mut self,
         client: ClientId,
@@ -263,8 +264,20 @@ impl Hub {
                     set_hints(&mut v, h);
                 }
             }
-        } else if v["code"] == json!(code::RESOURCE_NOT_FOUND) {
+        } else if v["code"] == json!(code::RESOURCE_NOT_FOUND)
+            || (uri.is_some() && v["code"] == json!(code::INVALID_PARAMS))
+        {
+            // The era's shape of a read's "not found" (legacy servers answer -32002,
+            // or -32602 as the TypeScript SDK v1 does): -32602 with the URI in `data`.
             v["code"] = json!(code::INVALID_PARAMS);
+            if let Some(uri) = uri.as_deref() {
+                if !v["data"].is_object() {
+                    v["data"] = json!({});
+                }
+                if v["data"].get("uri").is_none() {
+                    v["data"]["uri"] = json!(uri);
+                }
+            }
         } else {
             return bytes;
         }

@@ -59,6 +59,7 @@ impl Hub {
                 .and_then(|i| lists::level_name(*i))
                 .map(str::to_owned),
             bridge_input: modern_client.is_none(),
+            for_client: true,
             param_headers,
         })
     }

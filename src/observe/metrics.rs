@@ -68,7 +68,7 @@ impl Collector for SnapshotCollector {
         }
         let mut m = enc.encode_descriptor(
             "mcpmux_upstream_era",
-            "1 for the protocol era the upstream speaks (legacy or modern), once it was up.",
+            "1 for the protocol era the upstream speaks (legacy, modern, or dual: one session per era), once it was up.",
             None,
             MetricType::Gauge,
         )?;
@@ -120,16 +120,15 @@ impl Collector for SnapshotCollector {
         )?;
         for u in &s.upstreams {
             let labels: Labels<'_> = vec![("upstream", &u.name)];
-            let mut cumulative = 0;
+            // The encoder takes per-bucket counts and sums them itself, and writes
+            // `le="+Inf"` only for an upper bound of `f64::MAX` (an `f64::INFINITY`
+            // bound comes out as `le="inf"`, which OpenMetrics parsers reject).
             let mut buckets: Vec<(f64, u64)> = LATENCY_BUCKETS
                 .iter()
-                .zip(u.latency.buckets.iter())
-                .map(|(le, n)| {
-                    cumulative += n;
-                    (*le, cumulative)
-                })
+                .copied()
+                .zip(u.latency.buckets.iter().copied())
                 .collect();
-            buckets.push((f64::INFINITY, u.latency.count));
+            buckets.push((f64::MAX, u.latency.buckets[LATENCY_BUCKETS.len()]));
             m.encode_family(&labels)?.encode_histogram::<Labels<'_>>(
                 u.latency.sum,
                 u.latency.count,
@@ -328,6 +327,21 @@ mod tests {
             ),
             "{text}"
         );
+        // Cumulative once (not summed twice), ending at `+Inf` with the count.
+        let bucket = |le: &str| {
+            text.lines()
+                .find(|l| {
+                    l.starts_with("mcpmux_upstream_request_duration_seconds_bucket")
+                        && l.contains(&format!("le=\"{le}\""))
+                })
+                .and_then(|l| l.rsplit(' ').next())
+                .unwrap_or_else(|| panic!("no bucket le={le}: {text}"))
+                .to_owned()
+        };
+        assert_eq!(bucket("0.005"), "1", "{text}");
+        assert_eq!(bucket("0.01"), "1", "{text}");
+        assert_eq!(bucket("+Inf"), "2", "{text}");
+        assert!(!text.contains("le=\"inf\""), "{text}");
         assert!(text.trim_end().ends_with("# EOF"));
     }
 }

@@ -53,9 +53,12 @@ pub enum Related {
     /// It arrived on the response stream of the request mcpmux sent with this id
     /// (a Streamable HTTP POST's SSE answer): it belongs to that request.
     Request(RawId),
-    /// The transport says it belongs to no request (the Streamable HTTP GET stream).
+    /// mcpmux knows it belongs to no client request (an error mcpmux made up for a
+    /// request the transport lost, a response no request waits for).
     Nothing,
-    /// The transport cannot tell (stdio carries no association).
+    /// The transport cannot tell: stdio carries no association, and neither does the
+    /// Streamable HTTP GET stream (servers send a call's sampling, elicitation and logs
+    /// there when they name no related request).
     Unknown,
 }
 
@@ -81,6 +84,19 @@ pub struct InitInfo {
     pub capabilities: serde_json::Value,
     pub server_info: serde_json::Value,
     pub instructions: Option<String>,
+    /// Both faces, when the server answers both eras and offers different things on
+    /// each, so mcpmux keeps a session per face (docs/architecture.md, "Servers with
+    /// two faces").
+    pub dual: Option<Box<DualFaces>>,
+}
+
+/// The two faces of a server that answers both eras differently.
+#[derive(Debug, Clone)]
+pub struct DualFaces {
+    /// What its `initialize` answered.
+    pub legacy: InitInfo,
+    /// What its `server/discover` answered.
+    pub modern: InitInfo,
 }
 
 impl InitInfo {
@@ -108,6 +124,7 @@ impl InitInfo {
             capabilities: result["capabilities"].clone(),
             server_info: result["serverInfo"].clone(),
             instructions: result["instructions"].as_str().map(str::to_owned),
+            dual: None,
         })
     }
 }
@@ -231,6 +248,9 @@ pub struct RequestCtx {
     /// The client is of the legacy era: an `input_required` result is bridged into
     /// legacy requests to it.
     pub bridge_input: bool,
+    /// A client's request (not one of mcpmux's own: catalog pages, shared reads,
+    /// subscriptions).
+    pub for_client: bool,
     /// `Mcp-Param-*` headers (lower-case name after the prefix, value) for HTTP.
     pub param_headers: Vec<(String, String)>,
 }

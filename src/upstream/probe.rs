@@ -74,6 +74,7 @@ pub(crate) fn read_discover(answer: &Message) -> Verdict {
         capabilities: result["capabilities"].clone(),
         server_info: result["_meta"][meta::SERVER_INFO].clone(),
         instructions: result["instructions"].as_str().map(str::to_owned),
+        dual: None,
     })
 }
 
@@ -89,6 +90,25 @@ impl ProbeReport {
     /// One JSON object per server (what `check --probe` prints).
     pub fn to_json(&self) -> Value {
         match &self.outcome {
+            Ok(info) if info.dual.is_some() => {
+                let faces = info.dual.as_deref().expect("checked");
+                let face = |f: &InitInfo| {
+                    json!({
+                        "version": f.protocol_version,
+                        "supportedVersions": f.supported_versions,
+                        "serverInfo": f.server_info,
+                        "capabilities": f.capabilities,
+                    })
+                };
+                json!({
+                    "server": self.name,
+                    "protocol": format!("{:?}", self.protocol).to_lowercase(),
+                    "era": "dual",
+                    "choice": "both eras, one session each: the 2026-07-28 face does not offer everything the initialize face does",
+                    "faces": {"legacy": face(&faces.legacy), "modern": face(&faces.modern)},
+                    "capabilities": info.capabilities,
+                })
+            }
             Ok(info) => json!({
                 "server": self.name,
                 "protocol": format!("{:?}", self.protocol).to_lowercase(),

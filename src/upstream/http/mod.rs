@@ -32,6 +32,8 @@
 //! HTTP-level failures of single POSTs (5xx, refused connection) do not end the
 //! session: the request gets a synthesized error and the next one tries again.
 
+mod dual;
+mod faces;
 mod get_stream;
 mod handshake;
 mod modern;
@@ -161,6 +163,21 @@ impl HttpUpstream {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         if self.config.protocol != UpstreamProtocol::Legacy {
             match self.probe(endpoint, init_timeout).await {
+                Probed::Modern(info) if self.config.protocol == UpstreamProtocol::Auto => {
+                    if let Some(legacy) = self.legacy_face(endpoint, init_timeout).await {
+                        if !faces::modern_covers(&info.capabilities, &legacy.capabilities) {
+                            tracing::info!(upstream = %endpoint.name, legacy = %legacy.capabilities, modern = %info.capabilities,
+                                "upstream answers both eras and offers different things on each: one session per era");
+                            return Box::pin(self.two_face_session(endpoint, &legacy, rx)).await;
+                        }
+                    }
+                    tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
+                    let ready = UpstreamEvent::Ready(info.clone());
+                    if self.hub.send(self.id, ready).await.is_err() {
+                        return SessionEnd::Shutdown;
+                    }
+                    return self.modern_session(endpoint, &info, rx).await;
+                }
                 Probed::Modern(info) => {
                     tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
                     let ready = UpstreamEvent::Ready(info.clone());
@@ -294,6 +311,26 @@ impl HttpUpstream {
                 Probed::Legacy
             }
         }
+    }
+
+    /// What the server's `initialize` face offers, when it has one (a 2026-07-28 server
+    /// may answer the handshake too): a throw-away handshake, deleted at once.
+    async fn legacy_face(&self, endpoint: &Endpoint, wait: Duration) -> Option<InitInfo> {
+        let params = super::initialize_params(&self.config);
+        let shake = tokio::time::timeout(wait, handshake::handshake(endpoint, &params));
+        let (ctx, info) = tokio::select! {
+            r = shake => match r {
+                Ok(Ok(done)) => done,
+                Ok(Err(why)) => {
+                    tracing::debug!(upstream = %endpoint.name, %why, "no initialize face");
+                    return None;
+                }
+                Err(_) => return None,
+            },
+            _ = self.shutdown.cancelled() => return None,
+        };
+        self.delete(&ctx).await;
+        Some(info)
     }
 
     /// Ends the session on the server (405: the server does not allow it; fine).

@@ -315,24 +315,31 @@ impl ModernPost {
             BodyKind::Empty => id.map(|_| format!("HTTP {status} without a response")),
             BodyKind::Other(ct) => Some(format!("HTTP {status} with content type `{ct}`")),
             BodyKind::Json => {
-                let msgs = match wire::read_json(resp, max, name).await {
-                    Ok(m) => m,
-                    Err(e) => return Some(e),
-                };
-                let mut answered = false;
-                for m in msgs {
-                    answered |= is_answer(&m);
-                    if self
-                        .out
-                        .send(Inner::Message(m, related.clone()))
-                        .await
-                        .is_err()
-                    {
+                // One JSON text, or a stream of them (progress, then the response;
+                // a listen's notifications), forwarded as each one completes.
+                let mut texts = wire::JsonTexts::new(resp, max, name);
+                while let Some(msgs) = texts.next().await {
+                    let msgs = match msgs {
+                        Ok(m) => m,
+                        Err(e) => return id.map(|_| e),
+                    };
+                    let mut answered = false;
+                    for m in msgs {
+                        answered |= is_answer(&m);
+                        if self
+                            .out
+                            .send(Inner::Message(m, related.clone()))
+                            .await
+                            .is_err()
+                        {
+                            return None;
+                        }
+                    }
+                    if answered {
                         return None;
                     }
                 }
-                (id.is_some() && !answered)
-                    .then(|| format!("HTTP {status} JSON body without the response"))
+                id.map(|_| format!("HTTP {status} JSON body without the response"))
             }
             BodyKind::Sse => {
                 let mut events = wire::sse_events(resp, max);

@@ -172,23 +172,123 @@ pub(super) fn body_kind(resp: &Response) -> BodyKind {
     }
 }
 
-/// Reads a JSON body of at most `max` bytes and splits it into messages (one object
-/// or a batch array). Elements that are not JSON-RPC messages are logged and dropped.
+/// Reads a whole JSON body (each of its JSON texts at most `max` bytes) and splits it
+/// into messages (objects, batch arrays, several texts in a row). Elements that are
+/// not JSON-RPC messages are logged and dropped.
 ///
 /// # Errors
-/// The body is too long, the connection failed, or the body is not JSON.
+/// A text is too long, the connection failed, or the body is not JSON.
 pub(super) async fn read_json(
     resp: Response,
     max: usize,
     upstream: &str,
 ) -> Result<Vec<Message>, String> {
-    let body = read_bounded(resp, max).await?;
-    if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(Vec::new());
+    let mut texts = JsonTexts::new(resp, max, upstream);
+    let mut out = Vec::new();
+    while let Some(msgs) = texts.next().await {
+        out.extend(msgs?);
     }
-    match Incoming::parse(&body) {
-        Ok(incoming) => Ok(split(incoming, upstream)),
-        Err(e) => Err(format!("unreadable JSON response: {e}")),
+    Ok(out)
+}
+
+/// The JSON texts of an `application/json` body as they arrive: one object or batch,
+/// or several in a row (a 2026-07-28 server may stream a request's progress and then
+/// its response as newline-delimited JSON, and a listen's notifications the same way,
+/// on a chunked body that stays open). Each text is bounded by `max` bytes.
+pub(super) struct JsonTexts {
+    chunks: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    buf: BytesMut,
+    max: usize,
+    upstream: String,
+    done: bool,
+}
+
+impl JsonTexts {
+    pub(super) fn new(resp: Response, max: usize, upstream: &str) -> Self {
+        JsonTexts {
+            chunks: Box::pin(resp.bytes_stream()),
+            buf: BytesMut::new(),
+            max,
+            upstream: upstream.to_owned(),
+            done: false,
+        }
+    }
+
+    /// The messages of the next complete JSON text; `None` at the end of the body.
+    ///
+    /// # Errors
+    /// A text over `max` bytes, a failed connection, invalid JSON, or a body that
+    /// ends inside a text.
+    pub(super) async fn next(&mut self) -> Option<Result<Vec<Message>, String>> {
+        loop {
+            match next_text(&self.buf) {
+                Ok(Some((text, used))) => {
+                    let msgs = Incoming::parse(text)
+                        .map(|i| split(i, &self.upstream))
+                        .map_err(|e| format!("unreadable JSON response: {e}"));
+                    let _ = self.buf.split_to(used);
+                    return Some(msgs);
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    self.buf.clear();
+                    return Some(Err(format!("unreadable JSON response: {e}")));
+                }
+            }
+            if self.done {
+                return None;
+            }
+            match self.chunks.next().await {
+                Some(Ok(chunk)) => {
+                    if self.buf.len() + chunk.len() > self.max {
+                        self.done = true;
+                        self.buf.clear();
+                        return Some(Err(format!(
+                            "response over limits.max_message_bytes ({} bytes)",
+                            self.max
+                        )));
+                    }
+                    self.buf.extend_from_slice(&chunk);
+                }
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Some(Err(format!("reading the response failed: {e}")));
+                }
+                None => {
+                    self.done = true;
+                    if self.buf.iter().all(u8::is_ascii_whitespace) {
+                        return None;
+                    }
+                    let rest = std::mem::take(&mut self.buf);
+                    return Some(
+                        Incoming::parse(&rest)
+                            .map(|i| split(i, &self.upstream))
+                            .map_err(|e| format!("unreadable JSON response: {e}")),
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The first complete JSON text in `buf` and the bytes it (and the whitespace before
+/// it) takes; `None` when `buf` holds only whitespace or the start of a text.
+fn next_text(buf: &[u8]) -> Result<Option<(&[u8], usize)>, serde_json::Error> {
+    let start = match buf.iter().position(|b| !b.is_ascii_whitespace()) {
+        Some(i) => i,
+        None => return Ok(None),
+    };
+    let mut stream =
+        serde_json::Deserializer::from_slice(&buf[start..]).into_iter::<serde::de::IgnoredAny>();
+    match stream.next() {
+        Some(Ok(_)) => {
+            let end = start + stream.byte_offset();
+            Ok(Some((&buf[start..end], end)))
+        }
+        Some(Err(e)) if e.is_eof() => Ok(None),
+        Some(Err(e)) => Err(e),
+        None => Ok(None),
     }
 }
 
@@ -327,5 +427,22 @@ mod guard_tests {
             assert!(g.check(b"data: 12345\r\n\r\n").is_ok());
         }
         assert!(g.check(b"data: 12345\ndata: 1234567890\n").is_err());
+    }
+
+    #[test]
+    fn json_texts_split_at_value_boundaries() {
+        let body = b" {\"a\":\n 1}\n{\"b\":[2,\n3]}\n\n[{\"c\":4}] {\"d\"";
+        let (t, used) = super::next_text(body).unwrap().unwrap();
+        assert_eq!(t, b"{\"a\":\n 1}");
+        let rest = &body[used..];
+        let (t, used2) = super::next_text(rest).unwrap().unwrap();
+        assert_eq!(t, b"{\"b\":[2,\n3]}");
+        let rest = &rest[used2..];
+        let (t, used3) = super::next_text(rest).unwrap().unwrap();
+        assert_eq!(t, b"[{\"c\":4}]");
+        // An unfinished text waits for more bytes; garbage is an error.
+        assert!(super::next_text(&rest[used3..]).unwrap().is_none());
+        assert!(super::next_text(b"  \n").unwrap().is_none());
+        assert!(super::next_text(b"{\"a\" 1}").is_err());
     }
 }

@@ -69,6 +69,7 @@ fn requests_carry_the_envelope_with_the_clients_facts() {
         client_capabilities: json!({"elicitation": {"form": {}}}),
         log_level: Some("debug".into()),
         bridge_input: false,
+        for_client: true,
         param_headers: vec![("region".into(), "eu".into())],
     };
     let req = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",

@@ -174,10 +174,20 @@ impl Hub {
                         key.uri, e["message"]
                     ));
                 }
+                let resubscribe = self.subs.is_resubscribing(&key);
+                let failed = result.is_err();
                 let effects = self
                     .subs
                     .upstream_result(&key, result, Instant::now().into_std());
                 self.apply_sub_effects(effects);
+                if resubscribe && failed {
+                    // Its holders keep it; the server is asked again until it agrees
+                    // (or the upstream restarts, which re-subscribes anyway).
+                    self.timers.insert_at(
+                        super::Timer::Resubscribe(key),
+                        Instant::now() + super::RESUBSCRIBE_RETRY,
+                    );
+                }
             }
             Origin::Read { key, generation } => match (msg.result(), msg.error()) {
                 (Some(r), _) => match self.expose_result_uris(upstream, r.get()) {

@@ -59,6 +59,9 @@ pub const INBOX_CAPACITY: usize = 4096;
 /// 65,536 made no difference that the noise let us see.
 const TURN_PUSHES: usize = 4096;
 
+/// How long after a refused re-subscribe (an upstream restart's) it is asked again.
+const RESUBSCRIBE_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The hub's settings, taken from the config.
 #[derive(Debug, Clone)]
 pub struct HubSettings {
@@ -180,10 +183,13 @@ struct RequestTimer {
     method: &'static str,
 }
 
-/// The hub's other timers (rare: one per released subscription, one per shutdown).
+/// The hub's other timers (rare: one per released subscription, one per refused
+/// re-subscribe, one per shutdown).
 #[derive(Debug)]
 enum Timer {
     Linger(SubKey),
+    /// A held URI whose re-subscribe after an upstream restart failed: try again.
+    Resubscribe(SubKey),
     /// The shutdown drain's deadline.
     Drain,
 }
@@ -500,6 +506,13 @@ impl Hub {
             Timer::Linger(key) => {
                 let effects = self.subs.linger_expired(&key, now);
                 self.apply_sub_effects(effects);
+            }
+            Timer::Resubscribe(key) => {
+                if self.upstream_ready(key.upstream).is_some() {
+                    if let Some(fx) = self.subs.retry_resubscribe(&key) {
+                        self.apply_sub_effects(vec![fx]);
+                    }
+                }
             }
             Timer::Drain => self.drain_deadline(),
         }

@@ -999,3 +999,74 @@ async fn session_level_messages_reach_nobody_by_default() {
     assert!(a.pending().is_empty() && b.pending().is_empty());
     let _ = r.upstream_msgs().await;
 }
+
+/// A re-subscribe after an upstream restart that the server refuses is asked again
+/// (docs/architecture.md, "Upstream failure"); the holder keeps the URI meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_refused_resubscribe_is_retried() {
+    let caps = json!({"resources": {"subscribe": true}});
+    let mut r = rig_with(settings(), caps.clone()).await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    let down = UpstreamEvent::Down {
+        reason: "crash".into(),
+        retrying: true,
+    };
+    r.hub.upstream_event(UpstreamId(0), down).await.unwrap();
+    let info = InitInfo {
+        capabilities: caps,
+        ..InitInfo::default()
+    };
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
+    let resubscribe = |up: &[Message]| -> Vec<Message> {
+        up.iter()
+            .filter(|m| m.method() == Some("resources/subscribe"))
+            .cloned()
+            .collect()
+    };
+    let first = resubscribe(&r.upstream_msgs().await);
+    assert_eq!(first.len(), 1);
+    let refusal = Message::error_response(first[0].id(), -32603, "not now", None);
+    r.hub
+        .upstream_event(
+            UpstreamId(0),
+            UpstreamEvent::Message(refusal, Related::Unknown),
+        )
+        .await
+        .unwrap();
+    assert!(
+        resubscribe(&r.upstream_msgs().await).is_empty(),
+        "not at once"
+    );
+    tokio::time::advance(RESUBSCRIBE_RETRY + Duration::from_millis(1)).await;
+    let mut second = vec![];
+    for _ in 0..100 {
+        second = resubscribe(&r.upstream_msgs().await);
+        if !second.is_empty() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(second.len(), 1, "asked again after RESUBSCRIBE_RETRY");
+    r.answer(&second[0], json!({})).await;
+    r.sync().await;
+    let stats = r.hub.stats().await.unwrap();
+    assert_eq!(stats.subscription_keys, 1);
+    // Confirmed now: the last holder's release unsubscribes upstream.
+    c.send("resources/unsubscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert!(
+        up.iter()
+            .any(|m| m.method() == Some("resources/unsubscribe")),
+        "{:?}",
+        methods_of(&up)
+    );
+}

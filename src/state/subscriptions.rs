@@ -397,6 +397,29 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         fx
     }
 
+    /// Whether a re-subscribe of `key` (after `upstream_ready`) awaits its answer.
+    pub fn is_resubscribing(&self, key: &SubKey) -> bool {
+        matches!(
+            self.by_key.get(key),
+            Some(KeyState::Active {
+                ack: Ack::Resubscribing,
+                ..
+            })
+        )
+    }
+
+    /// A held key the current session does not hold (its re-subscribe failed): try
+    /// again. `None` when the key is in any other state (released, confirmed, lost).
+    pub fn retry_resubscribe<E>(&mut self, key: &SubKey) -> Option<SubEffect<W, E>> {
+        match self.by_key.get_mut(key) {
+            Some(KeyState::Active { ack, .. }) if *ack == Ack::Unconfirmed => {
+                *ack = Ack::Resubscribing;
+                Some(SubEffect::UpstreamSubscribe(key.clone()))
+            }
+            _ => None,
+        }
+    }
+
     /// ACTIVE holders of `key` only (those the upstream confirmed): who gets its updates.
     /// Holders stay across an upstream restart, so they also get the post-restart
     /// `resources/updated`.

@@ -35,17 +35,19 @@ enum Cmd {
     /// Serve Streamable HTTP at [listen].http + [listen].path.
     Serve {
         /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
-        #[arg(long)]
+        #[arg(short, long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Serve one client on stdin/stdout with the same upstreams.
     Stdio {
-        #[arg(long)]
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
     /// Validate the config and print it resolved; non-zero exit on error.
     Check {
-        #[arg(long)]
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
         config: Option<PathBuf>,
         /// Also connect to each server and print what it speaks (one JSON object per
         /// line: era, versions, capabilities); non-zero exit when one fails.
@@ -54,24 +56,10 @@ enum Cmd {
     },
     /// Show a running daemon's upstreams, clients, held URIs and savings; non-zero exit
     /// when it is not running or an upstream is down.
-    Status {
-        /// The daemon's URL (its base or its MCP endpoint); default: from the config's
-        /// `[listen].http`, else http://127.0.0.1:7878.
-        #[arg(long)]
-        url: Option<String>,
-        /// Config to take the address and the bearer token variable from.
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Status(DaemonArgs),
     /// Ask a running daemon to re-read its configuration (as SIGHUP does); non-zero
     /// exit when it refused the new one (the running configuration stays).
-    Reload {
-        /// The daemon's URL (its base or its MCP endpoint); default as for `status`.
-        #[arg(long)]
-        url: Option<String>,
-        #[arg(long)]
-        config: Option<PathBuf>,
-    },
+    Reload(DaemonArgs),
     /// Bridge stdin/stdout to a running mcpmux over Streamable HTTP.
     Connect {
         /// The daemon's MCP endpoint, e.g. http://127.0.0.1:7878/mcp.
@@ -84,12 +72,29 @@ enum Cmd {
         #[arg(required = true)]
         files: Vec<PathBuf>,
         /// Where to write the config; `-` for stdout.
-        #[arg(long, default_value = config::DEFAULT_CONFIG_FILE)]
+        #[arg(short, long, value_name = "PATH", default_value = config::DEFAULT_CONFIG_FILE)]
         output: PathBuf,
         /// Overwrite the output file if it exists.
-        #[arg(long)]
+        #[arg(short, long)]
         force: bool,
     },
+}
+
+/// How `status` and `reload` find a running daemon and its bearer token.
+#[derive(clap::Args, Debug)]
+struct DaemonArgs {
+    /// The daemon's URL (its base or its MCP endpoint); default: from the config's
+    /// `[listen].http`, else http://127.0.0.1:7878.
+    #[arg(long)]
+    url: Option<String>,
+    /// Config to take the address and the bearer token variable (`auth_token_env`)
+    /// from (default: $MCPMUX_CONFIG, then ./mcpmux.toml, if it exists).
+    #[arg(short, long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// The environment variable holding the daemon's bearer token. Default:
+    /// $MCPMUX_TOKEN when set, else the config's `auth_token_env`.
+    #[arg(long, value_name = "NAME")]
+    token_env: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -170,8 +175,8 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             let path = config::resolve_path(config.clone());
             serve(load(config)?, path).await
         }
-        Cmd::Reload { url, config } => reload(url, config).await,
-        Cmd::Status { url, config } => status(url, config).await,
+        Cmd::Reload(daemon) => reload(daemon).await,
+        Cmd::Status(daemon) => status(daemon).await,
         Cmd::Stdio { config } => stdio(load(config)?).await,
         Cmd::Connect { url } => mcpmux::downstream::connect::bridge(
             &url,
@@ -188,9 +193,16 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
     }
 }
 
-/// The daemon's URL and bearer token for `status` and `reload`: `--url`, else the
-/// config's `[listen].http`, else the default address. The config is optional here.
-fn daemon_address(url: Option<String>, config: Option<PathBuf>) -> (String, Option<String>) {
+/// The daemon's URL and bearer token for `status` and `reload`. The URL: `--url`, else
+/// the config's `[listen].http`, else the default address. The token: the variable
+/// `--token-env` names (an error when unset), else `$MCPMUX_TOKEN`, else the config's
+/// `auth_token_env`. The config is optional here.
+fn daemon_address(args: DaemonArgs) -> anyhow::Result<(String, Option<String>)> {
+    let DaemonArgs {
+        url,
+        config,
+        token_env,
+    } = args;
     let cfg = config::load(&config::resolve_path(config)).ok();
     let url = url.unwrap_or_else(|| {
         let addr = cfg.as_ref().map_or_else(
@@ -199,18 +211,27 @@ fn daemon_address(url: Option<String>, config: Option<PathBuf>) -> (String, Opti
         );
         format!("http://{addr}")
     });
-    let token = cfg
-        .as_ref()
-        .and_then(|c| c.listen.auth_token().ok().flatten());
-    (url, token)
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let token =
+        match token_env {
+            Some(name) => Some(var(&name).with_context(|| {
+                format!("--token-env names {name}, which is not set or is empty")
+            })?),
+            None => var(mcpmux::observe::status_cli::TOKEN_ENV).or_else(|| {
+                cfg.as_ref()
+                    .and_then(|c| c.listen.auth_token().ok().flatten())
+            }),
+        };
+    Ok((url, token))
 }
 
 /// `mcpmux reload`: `POST /reload` to a running daemon.
-async fn reload(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<()> {
-    let (url, token) = daemon_address(url, config);
+async fn reload(daemon: DaemonArgs) -> anyhow::Result<()> {
+    let (url, token) = daemon_address(daemon)?;
     let mut u = reqwest::Url::parse(&url).with_context(|| format!("bad URL `{url}`"))?;
     u.set_path("/reload");
     let mut req = reqwest::Client::new().post(u.clone());
+    let token_sent = token.is_some();
     if let Some(t) = token {
         req = req.bearer_auth(t);
     }
@@ -226,6 +247,12 @@ async fn reload(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<
         }
         return Ok(());
     }
+    if matches!(status.as_u16(), 401 | 403) {
+        anyhow::bail!(
+            "{}",
+            mcpmux::observe::status_cli::refusal(u.as_str(), status.as_u16(), token_sent, &body)
+        );
+    }
     anyhow::bail!(
         "reload refused ({status}): {}",
         body["error"].as_str().unwrap_or("no reason given")
@@ -233,9 +260,9 @@ async fn reload(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<
 }
 
 /// `mcpmux status`: the daemon's `/status` as tables.
-async fn status(url: Option<String>, config: Option<PathBuf>) -> anyhow::Result<()> {
+async fn status(daemon: DaemonArgs) -> anyhow::Result<()> {
     use mcpmux::observe::status_cli;
-    let (url, token) = daemon_address(url, config);
+    let (url, token) = daemon_address(daemon)?;
     let status_url = status_cli::status_url(&url).map_err(anyhow::Error::msg)?;
     let doc = status_cli::fetch(&status_url, token.as_deref())
         .await

@@ -1,5 +1,5 @@
 //! The `mcpmux check` command: resolved config on success, a non-zero exit naming the
-//! key and line on error.
+//! key and line on error; `-c` is `--config`.
 
 mod common;
 
@@ -54,4 +54,19 @@ fn check_fails_on_a_missing_file() {
         .unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/mcpmux.toml"));
+}
+
+#[test]
+fn c_is_short_for_config() {
+    let cfg = temp_config("[servers.a]\ncommand = \"true\"\n");
+    let out = Command::new(mcpmux_bin())
+        .args(["check", "-c", cfg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[servers.a]"));
 }

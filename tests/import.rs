@@ -300,6 +300,28 @@ fn an_existing_output_is_kept_without_force() {
 }
 
 #[test]
+fn the_short_flags_o_and_f_work_as_output_and_force() {
+    let dir = TempDir::new();
+    let out_path = dir.path("short.toml");
+    let files = [fixture("windsurf_mcp_config.json")];
+    let written = import(&files, &["-o", &out_path]);
+    assert!(written.status.success(), "{}", text(&written.stderr));
+    assert!(std::fs::read_to_string(&out_path)
+        .unwrap()
+        .contains("[servers.docs]"));
+
+    std::fs::write(&out_path, "# mine\n").unwrap();
+    let refused = import(&files, &["-o", &out_path]);
+    assert!(!refused.status.success());
+    assert_eq!(std::fs::read_to_string(&out_path).unwrap(), "# mine\n");
+    let forced = import(&files, &["-o", &out_path, "-f"]);
+    assert!(forced.status.success(), "{}", text(&forced.stderr));
+    assert!(std::fs::read_to_string(&out_path)
+        .unwrap()
+        .contains("[servers.docs]"));
+}
+
+#[test]
 fn the_default_output_is_mcpmux_toml_in_the_current_directory() {
     let dir = TempDir::new();
     let out = mcpmux()

@@ -241,3 +241,136 @@ async fn mcpmux_status_against_a_daemon_and_against_nothing() {
         assert!(start.elapsed() < EVENT_TIMEOUT, "never down: {text}");
     }
 }
+
+/// The token-guarded daemon of the tests below: `auth_token_env` names
+/// `MCPMUX_TEST_TOKEN`, which holds `sesame`.
+async fn daemon_with_token() -> Daemon {
+    let toml = scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\nauth_token_env = \"MCPMUX_TEST_TOKEN\"\n",
+        "",
+        "",
+    );
+    Daemon::start_with_env(&toml, &[("MCPMUX_TEST_TOKEN", "sesame")]).await
+}
+
+#[tokio::test]
+async fn reload_and_the_event_stream_are_behind_the_same_guard() {
+    let d = daemon_with_token().await;
+    let http = reqwest::Client::new();
+    let events = format!("{}/status/events", base(&d));
+    let reload = format!("{}/reload", base(&d));
+    let requests = || {
+        [
+            ("/status/events", http.get(&events)),
+            ("/reload", http.post(&reload)),
+        ]
+    };
+    for (path, req) in requests() {
+        let r = req.send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path} without a token");
+        assert_eq!(r.headers()["www-authenticate"], "Bearer", "{path}");
+    }
+    for (path, req) in requests() {
+        let r = req.bearer_auth("wrong").send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path} with a wrong token");
+    }
+    for (path, req) in requests() {
+        let r = req
+            .bearer_auth("sesame")
+            .header("origin", "http://evil.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 403, "{path} from a foreign Origin");
+    }
+    for (path, req) in requests() {
+        let r = req.bearer_auth("sesame").send().await.unwrap();
+        assert_eq!(r.status(), 200, "{path} with the token");
+    }
+}
+
+/// An empty directory, so the commands below find no `./mcpmux.toml`.
+fn empty_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("mcpmux-operator-view-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `mcpmux ARGS` with no config and no token in its environment but `env`.
+async fn mcpmux_cli(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let out = tokio::process::Command::new(mcpmux_bin())
+        .args(args)
+        .current_dir(empty_dir())
+        .env_remove("MCPMUX_CONFIG")
+        .env_remove("MCPMUX_TOKEN")
+        .envs(env.iter().copied())
+        .output();
+    tokio::time::timeout(EVENT_TIMEOUT, out)
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn status_and_reload_take_the_token_from_mcpmux_token_or_token_env() {
+    let d = daemon_with_token().await;
+    for cmd in ["status", "reload"] {
+        // No token: refused, and the message says how to pass one.
+        let out = mcpmux_cli(&[cmd, "--url", &d.url], &[]).await;
+        assert!(!out.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("needs a bearer token")
+                && err.contains("MCPMUX_TOKEN")
+                && err.contains("--token-env"),
+            "{cmd}: {err}"
+        );
+        // A wrong one: refused as such.
+        let out = mcpmux_cli(&[cmd, "--url", &d.url], &[("MCPMUX_TOKEN", "wrong")]).await;
+        assert!(!out.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("refused the bearer token"), "{cmd}: {err}");
+        // --token-env naming an unset variable: said so before asking.
+        let out = mcpmux_cli(
+            &[cmd, "--url", &d.url, "--token-env", "MCPMUX_TEST_UNSET"],
+            &[],
+        )
+        .await;
+        assert!(!out.status.success(), "{cmd}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("MCPMUX_TEST_UNSET"), "{cmd}: {err}");
+    }
+
+    // With the token, from $MCPMUX_TOKEN or from the variable --token-env names.
+    let ways: [(&[&str], (&str, &str)); 2] = [
+        (&[], ("MCPMUX_TOKEN", "sesame")),
+        (&["--token-env", "MY_TOKEN"], ("MY_TOKEN", "sesame")),
+    ];
+    for (extra, env) in ways {
+        let mut args = vec!["reload", "--url", &d.url];
+        args.extend_from_slice(extra);
+        let out = mcpmux_cli(&args, &[env]).await;
+        assert!(
+            out.status.success(),
+            "reload {extra:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The upstream may still be starting (non-zero, "starting" in the table).
+        let start = std::time::Instant::now();
+        args[0] = "status";
+        loop {
+            let out = mcpmux_cli(&args, &[env]).await;
+            let text = String::from_utf8_lossy(&out.stdout);
+            if text.contains("starting") && start.elapsed() < EVENT_TIMEOUT {
+                continue;
+            }
+            assert!(
+                out.status.success(),
+                "status {extra:?}: {text}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(text.contains("scripted") && text.contains("up"), "{text}");
+            break;
+        }
+    }
+}

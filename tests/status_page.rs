@@ -1,6 +1,7 @@
 //! The live status page (`GET /`) in a real headless Chromium (the system's `chromium`
-//! package, installed by `.ci/run`; driven by puppeteer-core from the interop lock
-//! file, `tests/interop/status_page.mjs`): it loads without console errors, shows the
+//! package: a prerequisite the README lists, checked by `tests/interop/setup.sh` and
+//! installed by `.ci/run`; driven by puppeteer-core from the interop lock file,
+//! `tests/interop/status_page.mjs`): it loads without console errors, shows the
 //! upstream as up, and the holder count of a URI appears and goes on screen within
 //! 2 s of a client subscribing and leaving.
 
@@ -24,7 +25,8 @@ async fn the_status_page_shows_holders_come_and_go_live() {
     let browser = chromium();
     assert!(
         std::path::Path::new(&browser).exists(),
-        "no Chromium at {browser}: .ci/run installs the `chromium` package (or set CHROMIUM)"
+        "no Chromium at {browser}: install it with `sudo apt-get install chromium` \
+         (Debian/Ubuntu; README, \"Quick start\"), or set CHROMIUM to a Chromium binary"
     );
     let d = Daemon::start(&scripted_config(
         "[listen]\nhttp = \"127.0.0.1:0\"\n",

@@ -45,11 +45,44 @@ pub async fn fetch(url: &reqwest::Url, token: Option<&str>) -> Result<Value, Str
         .map_err(|e| format!("mcpmux is not running at {url} ({e})"))?;
     let status = resp.status();
     if !status.is_success() {
-        return Err(format!("{url} answered HTTP {status}"));
+        let body: Value = resp.json().await.unwrap_or_default();
+        return Err(refusal(
+            url.as_str(),
+            status.as_u16(),
+            token.is_some(),
+            &body,
+        ));
     }
     resp.json()
         .await
         .map_err(|e| format!("{url} did not answer with a status document: {e}"))
+}
+
+/// The variable `mcpmux status` and `mcpmux reload` take the daemon's bearer token
+/// from when no `--token-env NAME` is given (before the config's `auth_token_env`).
+pub const TOKEN_ENV: &str = "MCPMUX_TOKEN";
+
+/// The message for a daemon's refusal of `status` or `reload` (HTTP `code`): a 401
+/// says how to pass a token, a 403 the guard's own reason; `body` is the answer's JSON
+/// (the guard's JSON-RPC error, or `/reload`'s `{"error": …}`).
+pub fn refusal(url: &str, code: u16, token_sent: bool, body: &Value) -> String {
+    let reason = body["error"]["message"]
+        .as_str()
+        .or_else(|| body["error"].as_str())
+        .unwrap_or("no reason given");
+    match code {
+        401 if token_sent => format!(
+            "{url} refused the bearer token (HTTP 401): it must be the value of the \
+             variable the daemon's [listen].auth_token_env names"
+        ),
+        401 => format!(
+            "{url} needs a bearer token (HTTP 401): set {TOKEN_ENV} to it, or pass \
+             --token-env NAME (the variable holding it) or --config with the daemon's \
+             config (its [listen].auth_token_env)"
+        ),
+        403 => format!("{url} refused the request (HTTP 403): {reason}"),
+        _ => format!("{url} answered HTTP {code}: {reason}"),
+    }
 }
 
 /// Renders the status document as text tables.

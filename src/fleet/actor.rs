@@ -4,8 +4,9 @@
 //! over when its owner's lease is gone, relays updates, and answers followers' reads
 //! by reading through the hub as a client of its own.
 //!
-//! Reads across the fleet are in `reads.rs`, NATS plumbing (per-key update
-//! subscriptions, one key's interest lookup, buckets) in `nats.rs`. Each tick also
+//! Reads across the fleet are in `reads.rs`, MRTR retries across the fleet and the
+//! fleet's state key in `retries.rs`, NATS plumbing (per-key update subscriptions, one
+//! key's interest lookup, buckets) in `nats.rs`. Each tick also
 //! renews this instance's presence entry and tells the hub the fleet view.
 //!
 //! Owns the NATS connection, the three KV buckets (leases, interest, instances) and the
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 mod nats;
 mod reads;
+mod retries;
 
 use nats::{bucket_or_create, others_interested, relay, Relay};
 use reads::Reader;
@@ -222,17 +224,27 @@ impl Actor {
                 }
             };
         let _ = instances.put(&self.instance, self.presence.clone()).await;
-        let Ok(mut reads) = client.subscribe(keys::read_wildcard(&self.cfg.name)).await else {
+        match retries::state_key(&js, &self.cfg.name).await {
+            Some(key) => self.emit(FleetEvent::StateKey(key)).await,
+            None => tracing::warn!("fleet: cannot read the fleet's MRTR state key; requestStates stay this instance's own"),
+        }
+        let (Ok(reads), Ok(retry_requests)) = (
+            client.subscribe(keys::read_wildcard(&self.cfg.name)).await,
+            client
+                .subscribe(keys::retry_subject(&self.cfg.name, &self.instance))
+                .await,
+        ) else {
             tracing::warn!("fleet: cannot subscribe on NATS");
             return;
         };
+        let mut inbound = futures_util::stream::select(
+            reads.map(Inbound::ReadRequest),
+            retry_requests.map(Inbound::RetryRequest),
+        );
         let tx = self.inbound.clone();
         *subs = Some(Relay(tokio::spawn(async move {
             loop {
-                let inbound = match reads.next().await {
-                    Some(m) => Inbound::ReadRequest(m),
-                    None => Inbound::Lost,
-                };
+                let inbound = inbound.next().await.unwrap_or(Inbound::Lost);
                 let lost = matches!(inbound, Inbound::Lost);
                 if tx.send(inbound).await.is_err() || lost {
                     return;
@@ -260,6 +272,14 @@ impl Actor {
 
     async fn on_cmd(&mut self, cmd: FleetCmd) {
         match cmd {
+            FleetCmd::ForwardRetry {
+                instance,
+                client,
+                id,
+                request,
+                capabilities,
+                log_level,
+            } => self.forward_retry(instance, client, id, request, capabilities, log_level),
             FleetCmd::Want { key, upstream_name } => {
                 let kid = keys::key_id(&upstream_name, &key.uri);
                 if let Some(k) = self.keys.get_mut(&kid) {
@@ -600,6 +620,7 @@ impl Actor {
                 }
             }
             Inbound::ReadRequest(m) => self.serve_read(m).await,
+            Inbound::RetryRequest(m) => self.serve_retry(m),
             Inbound::Lost => self.lost().await,
         }
     }
@@ -653,5 +674,7 @@ impl Actor {
 enum Inbound {
     Update(async_nats::Message),
     ReadRequest(async_nats::Message),
+    /// Another instance's MRTR retry of a request this instance holds.
+    RetryRequest(async_nats::Message),
     Lost,
 }

@@ -29,6 +29,19 @@ pub fn read_wildcard(fleet: &str) -> String {
     format!("mcpmux.{fleet}.read.*")
 }
 
+/// The subject an instance serves MRTR retries of the requests it holds on.
+pub fn retry_subject(fleet: &str, instance: &str) -> String {
+    format!("mcpmux.{fleet}.mrtr.{instance}")
+}
+
+/// The bucket of the fleet's shared secrets (no expiry): the MRTR state key.
+pub fn secrets_bucket(fleet: &str) -> String {
+    format!("mcpmux_{fleet}_secrets")
+}
+
+/// The secrets bucket's entry holding the MRTR state key (32 bytes).
+pub const STATE_KEY_ENTRY: &str = "mrtr-state-key";
+
 /// The leases bucket.
 pub fn lease_bucket(fleet: &str) -> String {
     format!("mcpmux_{fleet}_leases")

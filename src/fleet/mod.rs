@@ -22,7 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::FleetConfig;
 use crate::downstream::link::ClientLink;
-use crate::state::ids::SubKey;
+use crate::protocol::RawId;
+use crate::state::ids::{ClientId, SubKey};
 
 pub use actor::spawn;
 
@@ -42,6 +43,17 @@ pub enum FleetCmd {
         key: SubKey,
         exposed_uri: String,
         generation: u64,
+    },
+    /// A 2026-07-28 client's MRTR retry whose held request lives at `instance`:
+    /// have that instance serve it (as a client with these capabilities and log
+    /// level), answered with `FleetEvent::RetryDone`.
+    ForwardRetry {
+        instance: String,
+        client: ClientId,
+        id: RawId,
+        request: Bytes,
+        capabilities: serde_json::Value,
+        log_level: Option<String>,
     },
 }
 
@@ -66,6 +78,15 @@ pub enum FleetEvent {
         key: SubKey,
         generation: u64,
         outcome: Result<String, String>,
+    },
+    /// The fleet's one key for MRTR `requestState`s (kept in NATS), once connected.
+    StateKey([u8; 32]),
+    /// The answer to `FleetCmd::ForwardRetry`: the response the holding instance
+    /// gave, or why there is none (that instance is gone, or did not answer).
+    RetryDone {
+        client: ClientId,
+        id: RawId,
+        answer: Result<Bytes, String>,
     },
     /// The fleet as this instance sees it (at start and on every tick), for `/status`
     /// and `/metrics`: its own id, the live instances' ids (sorted; empty while NATS is

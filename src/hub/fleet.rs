@@ -153,11 +153,14 @@ impl Hub {
                 }
                 Err(e) => self.finish_read(&key, generation, Err(&e)),
             },
+            FleetEvent::StateKey(key) => self.mrtr.set_fleet_key(key),
+            FleetEvent::RetryDone { client, id, answer } => self.retry_done(client, id, answer),
             FleetEvent::View {
                 instance,
                 instances,
                 owners,
             } => {
+                self.mrtr.instance.clone_from(&instance);
                 self.fleet_view = FleetView {
                     instance,
                     instances,

@@ -11,10 +11,16 @@
 //! parked request over: its final result (or the next round) goes to the retry.
 //!
 //! `requestState` is `<payload>.<mac>` (Base64url): the payload names the held
-//! request and its expiry; the MAC is HMAC-SHA256 under a key drawn at start, so a
-//! state cannot be forged, altered or reused after a restart. A held request is
+//! request, its expiry, this process (a boot id drawn at start) and, in a fleet, this
+//! instance; the MAC is HMAC-SHA256 under a key drawn at start, or, once this instance
+//! has joined a fleet, under the fleet's one key (kept in NATS), so any instance can
+//! check any instance's states. A state cannot be forged or altered; a held request is
 //! answered exactly once; an expired, unknown or tampered state gets -32602.
-//! Owns: the held requests and the key. Never: asks a client other than the one
+//! A retry that reaches another instance of the fleet is sent to the instance that
+//! holds the request (`FleetCmd::ForwardRetry`), which serves it as a client of its
+//! own hub and sends the answer back; a state whose instance or process is gone (a
+//! restart) gets an error that says so.
+//! Owns: the held requests and the keys. Never: asks a client other than the one
 //! whose request it is (the state only names a held request; whoever retries with
 //! it is that request's client — all clients of one mcpmux share the upstream's
 //! authorization context).
@@ -24,6 +30,8 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
+
+use bytes::Bytes;
 
 use super::Hub;
 use crate::protocol::{code, Message, RawId};
@@ -35,7 +43,7 @@ pub const MAX_ROUNDS: u32 = 8;
 
 /// What every `requestState` mcpmux mints starts with; a state without it was minted
 /// by a 2026-07-28 upstream and goes to that upstream untouched.
-const STATE_PREFIX: &str = "mcpmux1.";
+const STATE_PREFIX: &str = "mcpmux2.";
 
 /// The key of the one input request of a round.
 const INPUT_KEY: &str = "mcpmux-input";
@@ -55,7 +63,13 @@ pub(super) struct Held {
 
 /// The MRTR state of the hub.
 pub(super) struct Mrtr {
+    /// This process's own key, and the fleet's once known (minting uses that one).
     key: [u8; 32],
+    fleet_key: Option<[u8; 32]>,
+    /// Drawn at start: a state of an earlier process of this instance is told apart.
+    boot: u64,
+    /// This instance's fleet id, once known ("" outside a fleet).
+    pub(super) instance: String,
     next: u64,
     held: std::collections::HashMap<u64, Held>,
     /// Rounds taken so far per parked request.
@@ -66,6 +80,9 @@ impl Default for Mrtr {
     fn default() -> Self {
         Mrtr {
             key: rand::random(),
+            fleet_key: None,
+            boot: rand::random(),
+            instance: String::new(),
             next: 0,
             held: Default::default(),
             rounds: Default::default(),
@@ -73,35 +90,71 @@ impl Default for Mrtr {
     }
 }
 
+/// Where a genuine state's held request lives.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum StateHome {
+    /// Here: the held request's number.
+    Here(u64),
+    /// At another instance of the fleet.
+    Instance(String),
+}
+
 impl Mrtr {
-    fn mac(&self, payload: &[u8]) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("any key length");
+    fn mac(key: &[u8; 32], payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
         mac.update(payload);
         mac
     }
 
+    /// The fleet's key: states minted from now on are valid fleet-wide.
+    pub(super) fn set_fleet_key(&mut self, key: [u8; 32]) {
+        self.fleet_key = Some(key);
+    }
+
     fn mint(&self, held: u64, expires_ms: u64) -> String {
-        let payload = format!("{held}.{expires_ms}");
-        let tag = self.mac(payload.as_bytes()).finalize().into_bytes();
+        let payload = format!("{held}.{expires_ms}.{:x}.{}", self.boot, self.instance);
+        let key = self.fleet_key.as_ref().unwrap_or(&self.key);
+        let tag = Self::mac(key, payload.as_bytes()).finalize().into_bytes();
         format!("{STATE_PREFIX}{}.{}", B64.encode(payload), B64.encode(tag))
     }
 
-    /// The held request a state names, if the state is genuine and not expired.
-    fn verify(&self, state: &str, now_ms: u64) -> Result<u64, &'static str> {
+    /// Where the held request a state names lives, if the state is genuine, not
+    /// expired, and its process is still the one that holds it.
+    fn verify(&self, state: &str, now_ms: u64) -> Result<StateHome, &'static str> {
         let state = state.strip_prefix(STATE_PREFIX).ok_or("malformed")?;
         let (payload, tag) = state.split_once('.').ok_or("malformed")?;
         let payload = B64.decode(payload).map_err(|_| "malformed")?;
         let tag = B64.decode(tag).map_err(|_| "malformed")?;
-        self.mac(&payload)
-            .verify_slice(&tag)
-            .map_err(|_| "not issued by this mcpmux (or altered)")?;
+        let genuine = [Some(&self.key), self.fleet_key.as_ref()]
+            .into_iter()
+            .flatten()
+            .any(|k| Self::mac(k, &payload).verify_slice(&tag).is_ok());
+        if !genuine {
+            return Err("not issued by this mcpmux or its fleet (or altered); \
+                an mcpmux outside a fleet that restarted since cannot read it either: \
+                send the request again without requestState");
+        }
         let text = std::str::from_utf8(&payload).map_err(|_| "malformed")?;
-        let (held, expires) = text.split_once('.').ok_or("malformed")?;
+        let mut parts = text.splitn(4, '.');
+        let (Some(held), Some(expires), Some(boot), Some(instance)) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err("malformed");
+        };
         let expires: u64 = expires.parse().map_err(|_| "malformed")?;
         if now_ms > expires {
             return Err("expired");
         }
-        held.parse().map_err(|_| "malformed")
+        if !instance.is_empty() && instance != self.instance {
+            return Ok(StateHome::Instance(instance.to_owned()));
+        }
+        if u64::from_str_radix(boot, 16).ok() != Some(self.boot) {
+            return Err(
+                "the mcpmux that issued it restarted since, and the request it \
+                held is gone: send the request again without requestState",
+            );
+        }
+        held.parse().map(StateHome::Here).map_err(|_| "malformed")
     }
 }
 
@@ -196,7 +249,13 @@ impl Hub {
             return false;
         }
         let held_id = match self.mrtr.verify(state, now_ms()) {
-            Ok(h) => h,
+            Ok(StateHome::Here(h)) => h,
+            Ok(StateHome::Instance(instance)) => {
+                return match self.forward_retry(client, id, msg, instance) {
+                    Ok(()) => true,
+                    Err(why) => refuse(self, format!("invalid requestState: {why}")),
+                }
+            }
             Err(why) => return refuse(self, format!("invalid requestState: {why}")),
         };
         let Some(held) = self.mrtr.held.get(&held_id) else {
@@ -243,6 +302,69 @@ impl Hub {
         true
     }
 
+    /// A retry whose held request lives at another instance of the fleet: that
+    /// instance serves it (`FleetEvent::RetryDone` brings the answer back).
+    fn forward_retry(
+        &mut self,
+        client: ClientId,
+        id: &RawId,
+        msg: &Message,
+        instance: String,
+    ) -> Result<(), String> {
+        let Some(fleet) = &self.fleet else {
+            return Err(format!(
+                "it was issued by mcpmux instance {instance} of a fleet this mcpmux is not in"
+            ));
+        };
+        let init = self.clients.get(&client).and_then(|c| c.init.as_ref());
+        let capabilities = init.map(|i| i.capabilities.clone()).unwrap_or_default();
+        let log_level = self
+            .log_levels
+            .get(&client)
+            .and_then(|i| super::lists::level_name(*i))
+            .map(str::to_owned);
+        tracing::debug!(%client, %instance, "MRTR retry sent to the instance that holds its request");
+        fleet.send(crate::fleet::FleetCmd::ForwardRetry {
+            instance,
+            client,
+            id: id.clone(),
+            request: msg.to_bytes(),
+            capabilities,
+            log_level,
+        });
+        Ok(())
+    }
+
+    /// The answer to a retry another instance served (or why it could not).
+    pub(super) fn retry_done(
+        &mut self,
+        client: ClientId,
+        id: RawId,
+        answer: Result<Bytes, String>,
+    ) {
+        if !self.clients.contains_key(&client) {
+            return;
+        }
+        match answer.map(|b| Message::parse(&b)) {
+            Ok(Ok(mut m)) => {
+                m.set_id(&id);
+                self.push_response(client, &id, m);
+            }
+            Ok(Err(_)) => self.reply_error(
+                client,
+                &id,
+                code::INTERNAL_ERROR,
+                "the fleet instance that holds this request answered unreadably",
+            ),
+            Err(why) => self.reply_error(
+                client,
+                &id,
+                code::INVALID_PARAMS,
+                &format!("invalid requestState: {why}"),
+            ),
+        }
+    }
+
     /// Whether `msg` goes to a 2026-07-28 upstream (which mints its own states).
     fn routes_to_modern(&self, msg: &Message) -> bool {
         let mut probe = msg.clone();
@@ -273,14 +395,47 @@ mod tests {
     fn states_verify_only_unaltered_and_unexpired() {
         let m = Mrtr::default();
         let s = m.mint(7, 1_000);
-        assert_eq!(m.verify(&s, 999), Ok(7));
+        assert_eq!(m.verify(&s, 999), Ok(StateHome::Here(7)));
         assert_eq!(m.verify(&s, 1_001), Err("expired"));
         // Another key (another mcpmux, or after a restart) never verifies.
         assert!(Mrtr::default().verify(&s, 0).is_err());
         // Altering the payload (a later expiry, another held id) breaks the MAC.
         let (_, tag) = s.rsplit_once('.').unwrap();
-        let forged = format!("{STATE_PREFIX}{}.{tag}", B64.encode("8.1000"));
+        let forged = format!("{STATE_PREFIX}{}.{tag}", B64.encode("8.1000.0."));
         assert!(m.verify(&forged, 0).unwrap_err().contains("altered"));
         assert_eq!(m.verify("garbage", 0), Err("malformed"));
+    }
+
+    #[test]
+    fn fleet_states_name_their_instance_and_a_restart_is_told() {
+        let key = [9u8; 32];
+        let mut a = Mrtr {
+            instance: "ia".into(),
+            ..Mrtr::default()
+        };
+        a.set_fleet_key(key);
+        let s = a.mint(3, 1_000);
+        // Another instance of the fleet reads it and knows where it lives.
+        let mut b = Mrtr {
+            instance: "ib".into(),
+            ..Mrtr::default()
+        };
+        b.set_fleet_key(key);
+        assert_eq!(b.verify(&s, 0), Ok(StateHome::Instance("ia".into())));
+        assert_eq!(a.verify(&s, 0), Ok(StateHome::Here(3)));
+        // The same instance id in a new process (not the fleet's way, but a restart
+        // outside a fleet keeps "" as its id): the held request is gone, and it says so.
+        let mut again = Mrtr {
+            instance: "ia".into(),
+            ..Mrtr::default()
+        };
+        again.set_fleet_key(key);
+        assert!(again.verify(&s, 0).unwrap_err().contains("restarted"));
+        // Outside a fleet, a restart draws a new key: the state is not readable, and
+        // the error says what to do.
+        let lone = Mrtr::default();
+        let s = lone.mint(1, 1_000);
+        let err = Mrtr::default().verify(&s, 0).unwrap_err();
+        assert!(err.contains("without requestState"), "{err}");
     }
 }

@@ -561,3 +561,21 @@ async fn an_input_required_read_is_never_cached_even_while_subscribed() {
         "both reads went upstream: {stats}"
     );
 }
+
+/// "Not found" has a code per era: a 2026-07-28 upstream's -32602 (naming the URI in
+/// `data.uri`) reaches a legacy client as -32002, and a modern client as it is.
+#[tokio::test]
+async fn a_modern_upstreams_not_found_is_32002_for_legacy_clients() {
+    let d = daemon("modern", "").await;
+    let mut legacy = HttpClient::connect(&d.url, json!({})).await;
+    let r = legacy
+        .call("resources/read", json!({"uri": "test://nope"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    assert_eq!(r["error"]["data"]["uri"], "test://nope", "{r}");
+    let modern = ModernClient::new(&d.url);
+    let (_, r) = modern
+        .call(2, "resources/read", json!({"uri": "test://nope"}))
+        .await;
+    assert_eq!(r["error"]["code"], -32602, "{r}");
+}

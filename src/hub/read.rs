@@ -93,11 +93,28 @@ impl Hub {
             Ok(r) => ("result", r),
             Err(e) => ("error", e),
         };
+        // A 2026-07-28 upstream's "not found" (-32602 naming the URI in `data.uri`)
+        // is -32002 in the handshake era.
+        let legacy_body = outcome.err().and_then(legacy_not_found);
         for (client, id) in waiters {
+            let body = match &legacy_body {
+                Some(b) if !self.is_modern(client) => b.as_str(),
+                _ => body,
+            };
             let bytes = response_bytes(&id, member, body);
             self.push_response_bytes(client, id, bytes);
         }
     }
+}
+
+/// A read error in the handshake era's shape, when it is a 2026-07-28 "not found".
+fn legacy_not_found(error: &str) -> Option<String> {
+    let mut v: serde_json::Value = serde_json::from_str(error).ok()?;
+    if v["code"] != code::INVALID_PARAMS || !v["data"]["uri"].is_string() {
+        return None;
+    }
+    v["code"] = serde_json::json!(code::RESOURCE_NOT_FOUND);
+    Some(v.to_string())
 }
 
 /// How long a read result may be kept: until its update while mcpmux holds the
@@ -150,4 +167,24 @@ fn response_bytes(id: &RawId, member: &str, body: &str) -> Bytes {
     s.push_str(body);
     s.push('}');
     Bytes::from(s)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_modern_not_found_is_32002_for_legacy_clients() {
+        let e = r#"{"code":-32602,"message":"Resource not found","data":{"uri":"x://1"}}"#;
+        let l: serde_json::Value =
+            serde_json::from_str(&super::legacy_not_found(e).unwrap()).unwrap();
+        assert_eq!(l["code"], -32002);
+        assert_eq!(l["data"]["uri"], "x://1");
+        // Other invalid params stay as they are.
+        assert!(
+            super::legacy_not_found(r#"{"code":-32602,"message":"uri is required"}"#).is_none()
+        );
+        assert!(
+            super::legacy_not_found(r#"{"code":-32603,"message":"x","data":{"uri":"x://1"}}"#)
+                .is_none()
+        );
+    }
 }

@@ -3,13 +3,20 @@
 //! # Layout
 //!
 //! - [`protocol`]: bytes ↔ JSON-RPC envelopes, the bounded line codec, the one list
-//!   of interpreted methods. No state.
-//! - [`state`]: pure decisions (subscription registry, pending requests, cache rules).
-//!   No I/O; every operation takes `now` and returns effects.
+//!   of interpreted methods, the 2026-07-28 era's `_meta` and validation. No state.
+//! - [`state`]: pure decisions (subscription registry, pending requests, cache rules,
+//!   catalog). No I/O; every operation takes `now` and returns effects.
 //! - [`hub`]: one task owning the state; turns events into effects; never awaits a
 //!   client or an upstream (`try_send` only).
-//! - [`upstream`]: one actor per configured server, owning its transport.
-//! - [`downstream`]: client sessions (Streamable HTTP, stdio) and their outboxes.
+//! - [`upstream`]: one actor per configured server, owning its transport and its era.
+//! - [`downstream`]: client sessions (Streamable HTTP, stdio, the `connect` bridge)
+//!   and their outboxes.
+//! - [`observe`]: the operator's view (`/metrics`, `/status`, the status page,
+//!   `mcpmux status`), rendered from snapshots it is handed; never names the hub.
+//! - [`fleet`]: several instances over NATS (leases, updates, reads, MRTR retries); its
+//!   actor talks to the hub only through the hub's client link and fleet channels.
+//! - [`run`]: wiring for `serve` and `stdio`: config → upstream actors, hub, fleet,
+//!   reload.
 //! - [`config`]: the TOML file, validated.
 //! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
 //! - [`import`]: `mcpmux import`, host JSON configs (Claude Desktop, Cursor, VS Code,
@@ -24,8 +31,10 @@
 //!   (UpstreamLink)                         └──────────────────────┘
 //! ```
 //!
-//! Dependencies point one way: the hub imports `downstream` and `upstream` (their link
-//! and event types, outboxes, actor handles); neither imports the hub.
+//! Dependencies point one way: the hub imports `downstream`, `upstream`, `observe` and
+//! `fleet` (their link and event types, outboxes, actor handles, the snapshot type);
+//! `downstream`, `upstream` and `observe` never import the hub (checked by
+//! `.ci/structure.sh`). `fleet` reaches the hub through the `ClientLink` it is given.
 
 pub mod config;
 pub mod downstream;

@@ -294,7 +294,7 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         settings,
         core.hub.clients().clone(),
         Some(mcpmux::observe::Observe {
-            hub: core.hub.clone(),
+            snapshots: core.hub.snapshots(),
             reload: Some(reload_tx),
         }),
         shutdown.clone(),

@@ -105,7 +105,7 @@ impl Proxy {
             settings,
             core.hub.clients().clone(),
             Some(mcpmux::observe::Observe {
-                hub: core.hub.clone(),
+                snapshots: core.hub.snapshots(),
                 reload: None,
             }),
             stop.clone(),

@@ -41,6 +41,14 @@ pub enum OutKind {
     Release,
 }
 
+impl OutKind {
+    /// The coalescing kind of a `resources/updated` for `key`: one pending entry per
+    /// (upstream, URI).
+    pub fn update(key: &crate::state::ids::SubKey) -> OutKind {
+        OutKind::Coalescible(CoalesceKey::Update(key.clone()))
+    }
+}
+
 /// What a coalescible notification is about: two pending entries with equal keys say
 /// the same thing, so under pressure only the newest is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

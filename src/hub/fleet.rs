@@ -187,7 +187,11 @@ impl Hub {
             let uri = self.catalog.expose_uri(key.upstream, &key.uri);
             let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
             let holders: Vec<ClientId> = self.subs.holders(key).collect();
-            self.fan_out_tagged(&holders, &n, super::from_upstream::update_key(key));
+            self.fan_out_tagged(
+                &holders,
+                &n,
+                crate::downstream::outbox::OutKind::update(key),
+            );
         }
     }
 

@@ -169,6 +169,15 @@ impl HubHandle {
     ///
     /// # Errors
     /// The hub has stopped.
+    /// The operator's view's source of snapshots: this hub's.
+    pub fn snapshots(&self) -> crate::observe::SnapshotSource {
+        let hub = self.clone();
+        crate::observe::SnapshotSource::new(move || {
+            let hub = hub.clone();
+            async move { hub.snapshot().await.ok() }
+        })
+    }
+
     pub async fn snapshot(&self) -> Result<super::metrics::Snapshot, HubGone> {
         let (tx, rx) = oneshot::channel();
         self.control

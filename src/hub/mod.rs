@@ -6,9 +6,21 @@
 //! upstream, so one slow party can never stall another. Decisions live in
 //! [`crate::state`]; this module only wires them to channels and timers.
 //!
-//! Files: `client.rs` handles client messages, `from_upstream.rs` upstream messages,
-//! `effects.rs` sending and the registry's effects, `deadlines.rs` the request deadlines.
+//! Files:
+//! - from clients: `client.rs` (admission, requests, notifications), `routing.rs`
+//!   (which upstream a request goes to), `lists.rs` (merged lists, the catalog, log
+//!   levels), `read.rs` (reads through the cache), `modern.rs` (2026-07-28 clients:
+//!   listens, result shaping), `mrtr.rs` (input asked of 2026-07-28 clients);
+//! - from upstreams: `from_upstream.rs` (dispatch, ready, down), `upstream_responses.rs`,
+//!   `upstream_notifications.rs` (updates fanned out, `list_changed`, progress),
+//!   `association.rs` (what belongs to one client's request), `upstream_era.rs` (what a
+//!   2026-07-28 upstream is told of the client a request is for);
+//! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
+//!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
+//!   the operator's snapshot), `reload.rs` (a new config applied), `handle.rs` (the
+//!   channels in), `tests.rs`.
 
+mod association;
 mod client;
 mod deadlines;
 mod effects;
@@ -23,6 +35,8 @@ mod read;
 pub mod reload;
 mod routing;
 mod upstream_era;
+mod upstream_notifications;
+mod upstream_responses;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use crate::hub::metrics::{Snapshot, LATENCY_BUCKETS};
+use super::snapshot::{Snapshot, LATENCY_BUCKETS};
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -280,7 +280,7 @@ impl Collector for SnapshotCollector {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hub::metrics::{Histogram, MethodCount, UpstreamView};
+    use crate::observe::snapshot::{Histogram, MethodCount, UpstreamView};
 
     #[test]
     fn renders_counters_with_total_and_histograms_with_cumulative_buckets() {

@@ -5,9 +5,11 @@
 //! client that reads `/status`.
 //!
 //! Owns the status JSON shape and these handlers. Never changes the hub: every answer
-//! is built from one [`Snapshot`] taken through the hub's control channel.
+//! is built from one [`Snapshot`] taken from a [`SnapshotSource`] (the hub's control
+//! channel, wired outside this module: `observe` never names the hub).
 
 pub mod metrics;
+pub mod snapshot;
 pub mod status_cli;
 
 use std::convert::Infallible;
@@ -19,17 +21,46 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::{json, Value};
 
-use crate::hub::metrics::Snapshot;
-use crate::hub::HubHandle;
+pub use snapshot::Snapshot;
 
 /// A request to reload the configuration; answered with the changes, or why the new
 /// configuration was refused.
 pub type ReloadRequest = tokio::sync::oneshot::Sender<Result<Vec<String>, String>>;
 
+/// Where the operator's view takes its snapshots from: the hub, wired by whoever
+/// starts the listener (`None` once the hub has stopped).
+#[derive(Clone)]
+pub struct SnapshotSource(std::sync::Arc<dyn Fn() -> PendingSnapshot + Send + Sync>);
+
+/// One snapshot on its way.
+type PendingSnapshot =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Option<Snapshot>> + Send>>;
+
+impl SnapshotSource {
+    /// A source that calls `take` for each snapshot.
+    pub fn new<F, Fut>(take: F) -> Self
+    where
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Option<Snapshot>> + Send + 'static,
+    {
+        SnapshotSource(std::sync::Arc::new(move || Box::pin(take())))
+    }
+
+    async fn take(&self) -> Option<Snapshot> {
+        (self.0)().await
+    }
+}
+
+impl std::fmt::Debug for SnapshotSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SnapshotSource")
+    }
+}
+
 /// What the HTTP listener needs to serve the operator's view.
 #[derive(Debug, Clone)]
 pub struct Observe {
-    pub hub: HubHandle,
+    pub snapshots: SnapshotSource,
     /// Where `POST /reload` asks for a reload (none: the route answers 404).
     pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
 }
@@ -150,9 +181,9 @@ fn unavailable() -> Response {
 }
 
 /// `GET /metrics`.
-pub async fn metrics(hub: &HubHandle) -> Response {
-    match hub.snapshot().await {
-        Ok(s) => (
+pub async fn metrics(snapshots: &SnapshotSource) -> Response {
+    match snapshots.take().await {
+        Some(s) => (
             [(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static(metrics::CONTENT_TYPE),
@@ -160,14 +191,14 @@ pub async fn metrics(hub: &HubHandle) -> Response {
             metrics::render(s),
         )
             .into_response(),
-        Err(_) => unavailable(),
+        None => unavailable(),
     }
 }
 
 /// `GET /status`.
-pub async fn status(hub: &HubHandle) -> Response {
-    match hub.snapshot().await {
-        Ok(s) => (
+pub async fn status(snapshots: &SnapshotSource) -> Response {
+    match snapshots.take().await {
+        Some(s) => (
             [(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/json"),
@@ -175,7 +206,7 @@ pub async fn status(hub: &HubHandle) -> Response {
             status_json(&s).to_string(),
         )
             .into_response(),
-        Err(_) => unavailable(),
+        None => unavailable(),
     }
 }
 
@@ -198,15 +229,15 @@ pub fn page() -> Response {
 
 /// `GET /status/events`: the status document as an SSE event at once and whenever it
 /// changes; ends when the hub stops.
-pub fn events(hub: HubHandle) -> Response {
+pub fn events(snapshots: SnapshotSource) -> Response {
     struct State {
-        hub: HubHandle,
+        snapshots: SnapshotSource,
         last: Option<String>,
         quiet: Duration,
         first: bool,
     }
     let state = State {
-        hub,
+        snapshots,
         last: None,
         quiet: Duration::ZERO,
         first: true,
@@ -217,7 +248,7 @@ pub fn events(hub: HubHandle) -> Response {
                 tokio::time::sleep(EVENTS_EVERY).await;
             }
             st.first = false;
-            let snap = st.hub.snapshot().await.ok()?;
+            let snap = st.snapshots.take().await?;
             let text = status_json(&snap).to_string();
             if st.last.as_deref() != Some(&text) {
                 st.quiet = Duration::ZERO;

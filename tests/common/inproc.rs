@@ -37,7 +37,7 @@ impl InProc {
             settings,
             core.hub.clients().clone(),
             Some(mcpmux::observe::Observe {
-                hub: core.hub.clone(),
+                snapshots: core.hub.snapshots(),
                 reload: None,
             }),
             shutdown.clone(),

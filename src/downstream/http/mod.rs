@@ -236,9 +236,9 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
         return StatusCode::NOT_FOUND.into_response();
     };
     match req.uri().path() {
-        "/metrics" => crate::observe::metrics(&observe.hub).await,
-        "/status" => crate::observe::status(&observe.hub).await,
-        "/status/events" => crate::observe::events(observe.hub),
+        "/metrics" => crate::observe::metrics(&observe.snapshots).await,
+        "/status" => crate::observe::status(&observe.snapshots).await,
+        "/status/events" => crate::observe::events(observe.snapshots),
         "/reload" => crate::observe::reload(observe.reload.as_ref()).await,
         _ => crate::observe::page(),
     }

@@ -1,0 +1,273 @@
+//! Upstream notifications: `resources/updated` fanned out only to the holders of the
+//! URI and of its parents (the cached read dropped first), `list_changed` re-emitted,
+//! progress mapped back to its request's client, and everything else handed to
+//! `association.rs`.
+//!
+//! Never delivers an update to a client that does not hold the URI.
+
+use serde_json::json;
+
+use super::effects::notification_out;
+use super::Hub;
+use crate::downstream::outbox::{CoalesceKey, OutKind};
+use crate::protocol::methods::{self, parse_params, UriParams};
+use crate::protocol::{Message, RawId};
+use crate::state::catalog::ListKind;
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::pending::Origin;
+use crate::upstream::Related;
+
+impl Hub {
+    fn on_upstream_updated(&mut self, upstream: UpstreamId, mut msg: Message) {
+        let Some(UriParams { uri }) = parse_params(msg.params()) else {
+            tracing::debug!("resources/updated without a uri dropped");
+            return;
+        };
+        let key = SubKey::new(upstream, &uri);
+        // The fleet's followers hear of it too (an owner may hold a key for
+        // them alone).
+        self.fleet_publish(&key, &msg);
+        // Invalidate before anyone hears of the change, so a re-read misses.
+        self.cache.invalidate(&key);
+        let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
+        // The URI may be a sub-resource of one a client holds: its holders
+        // hear of it too, and the parent's cached contents are stale.
+        for parent in parent_uris(&uri) {
+            let pkey = SubKey::new(upstream, parent);
+            if self.subs.is_active(&pkey) {
+                self.cache.invalidate(&pkey);
+                holders.extend(self.subs.holders(&pkey));
+            }
+        }
+        if holders.is_empty() {
+            return;
+        }
+        holders.sort_unstable();
+        holders.dedup();
+        // Serialized once; `_meta` and unknown members travel untouched. A
+        // namespaced upstream's URI is shown as the clients know it.
+        let exposed = self.catalog.expose_uri(upstream, &uri);
+        if exposed != uri {
+            super::routing::set_param(&mut msg, &["uri"], &exposed);
+        }
+        self.fan_out_tagged(
+            &holders,
+            &msg,
+            OutKind::Coalescible(CoalesceKey::Update(key)),
+        );
+    }
+
+    pub(super) fn on_upstream_notification(
+        &mut self,
+        upstream: UpstreamId,
+        mut msg: Message,
+        related: &Related,
+    ) {
+        // The one notification of a burst: handled without copying its method.
+        if msg.method() == Some(methods::RESOURCES_UPDATED) {
+            self.on_upstream_updated(upstream, msg);
+            return;
+        }
+        let method = msg.method().unwrap_or_default().to_owned();
+        match method.as_str() {
+            m if methods::is_list_changed(m) => {
+                let kinds = ListKind::changed_by(m);
+                self.refresh_catalog(upstream, kinds);
+                self.broadcast(
+                    &msg,
+                    OutKind::Coalescible(CoalesceKey::Method(method.as_str().into())),
+                );
+            }
+            methods::LOG_MESSAGE => {
+                let level: Option<String> = msg
+                    .params()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["level"].as_str().map(str::to_owned));
+                let level = level.as_deref();
+                match self.owner_of(upstream, related) {
+                    Some((client, id)) => {
+                        if self.wants_log(client, level) {
+                            let out =
+                                notification_out(msg.to_bytes(), OutKind::Notification, Some(id));
+                            self.push(client, out);
+                        }
+                    }
+                    None => {
+                        let clients: Vec<ClientId> = self
+                            .unrelated_receivers(upstream, true)
+                            .into_iter()
+                            .filter(|c| self.wants_log(*c, level))
+                            .collect();
+                        self.deliver_unrelated(upstream, &msg, &clients);
+                    }
+                }
+            }
+            methods::PROGRESS => {
+                let Some(pid) = methods::progress_token_of_notification(msg.params()).map(ProxyId)
+                else {
+                    return;
+                };
+                let Some(Origin::Client {
+                    client,
+                    id,
+                    progress: Some(token),
+                    ..
+                }) = self
+                    .pending
+                    .get(pid)
+                    .filter(|e| e.upstream == upstream)
+                    .map(|e| e.origin.clone())
+                else {
+                    return;
+                };
+                self.extend_request_timer(pid);
+                let token: serde_json::Value =
+                    serde_json::from_str(&token).unwrap_or(serde_json::Value::Null);
+                rewrite_progress_token_notification(&mut msg, token);
+                self.push(
+                    client,
+                    notification_out(msg.to_bytes(), OutKind::Notification, Some(id)),
+                );
+            }
+            methods::CANCELLED => {
+                // The upstream cancels a request it sent to a client.
+                let Some(req) = parse_params::<methods::CancelledParams>(msg.params())
+                    .and_then(|p| p.request_id)
+                    .and_then(|r| RawId::parse(r.get()))
+                else {
+                    return;
+                };
+                if let Some(pid) = self.pending.find_client_bound(upstream, &req) {
+                    // Only the client the request went to hears of its cancellation.
+                    let bound = self
+                        .pending
+                        .complete_client_bound(pid)
+                        .expect("found above");
+                    let n = Message::notification(
+                        methods::CANCELLED,
+                        Some(&json!({"requestId": pid.0})),
+                    );
+                    self.push(
+                        bound.client,
+                        notification_out(n.to_bytes(), OutKind::Notification, None),
+                    );
+                }
+            }
+            methods::ELICITATION_COMPLETE => {
+                let id = msg
+                    .params()
+                    .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+                    .and_then(|p| p["elicitationId"].as_str().map(str::to_owned));
+                let owner = id.and_then(|id| self.elicitations.remove(&(upstream, id)));
+                match owner {
+                    Some(client) => {
+                        self.push(
+                            client,
+                            notification_out(msg.to_bytes(), OutKind::Notification, None),
+                        );
+                    }
+                    None => self.on_other_notification(upstream, &msg, related),
+                }
+            }
+            _ => self.on_other_notification(upstream, &msg, related),
+        }
+    }
+
+    /// A notification mcpmux does not interpret: to the client whose request it
+    /// belongs to, else by the server's `unrelated_messages` policy.
+    /// Tells every client that the lists an upstream contributes may have changed.
+    pub(super) fn broadcast_list_changed(&mut self, upstream: UpstreamId) {
+        let caps = self.upstreams[upstream.0].last_caps.clone();
+        for (cap, method) in [
+            ("tools", methods::TOOLS_LIST_CHANGED),
+            ("prompts", methods::PROMPTS_LIST_CHANGED),
+            ("resources", methods::RESOURCES_LIST_CHANGED),
+        ] {
+            if caps[cap].is_object() {
+                self.broadcast(
+                    &Message::notification(method, None),
+                    OutKind::Coalescible(CoalesceKey::Method(method.into())),
+                );
+            }
+        }
+    }
+
+    /// Sends a `*/list_changed` to every initialized legacy client and to every
+    /// listen stream that asked for it (tagged).
+    pub(super) fn broadcast(&mut self, msg: &Message, kind: OutKind) {
+        let method = msg.method().unwrap_or_default();
+        let clients: Vec<ClientId> = self
+            .clients
+            .iter()
+            .filter(|(_, c)| match c.init.as_ref().map(|i| i.modern.as_ref()) {
+                None => false,
+                Some(None) => true,
+                Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        self.fan_out_tagged(&clients, msg, kind);
+    }
+}
+
+/// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
+/// `/` of its path, with and without that `/` (`file:///a/b/c` → `file:///a/b/`,
+/// `file:///a/b`, `file:///a/`, `file:///a`, `file:///`). Nothing above the path
+/// (the scheme and authority alone) is a parent.
+fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
+    let path_start = uri.find("://").map_or(0, |i| i + 3);
+    let path_start = uri[path_start..]
+        .find('/')
+        .map_or(uri.len(), |i| path_start + i);
+    uri[path_start..]
+        .rmatch_indices('/')
+        .map(move |(i, _)| path_start + i)
+        .filter(move |&end| end + 1 < uri.len())
+        .flat_map(move |end| {
+            let with = &uri[..=end];
+            let without = (end > path_start).then(|| &uri[..end]);
+            [Some(with), without].into_iter().flatten()
+        })
+}
+
+/// Sets `params.progressToken` of a progress notification.
+fn rewrite_progress_token_notification(msg: &mut Message, token: serde_json::Value) {
+    if let Some(mut params) = msg
+        .params()
+        .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
+    {
+        params["progressToken"] = token;
+        msg.set_params(&params);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parent_uris;
+
+    #[test]
+    fn parents_end_at_slashes_of_the_path() {
+        let p: Vec<&str> = parent_uris("file:///a/b/c").collect();
+        assert_eq!(
+            p,
+            [
+                "file:///a/b/",
+                "file:///a/b",
+                "file:///a/",
+                "file:///a",
+                "file:///"
+            ]
+        );
+        let p: Vec<&str> = parent_uris("test://static/1").collect();
+        assert_eq!(p, ["test://static/"]);
+        assert_eq!(parent_uris("test://static").count(), 0);
+        assert_eq!(
+            parent_uris("test://static/").count(),
+            0,
+            "a URI is not its own parent"
+        );
+        let p: Vec<&str> = parent_uris("db://h/t/").collect();
+        assert_eq!(p, ["db://h/"]);
+        assert_eq!(parent_uris("urn:x:y").count(), 0);
+    }
+}

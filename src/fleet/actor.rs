@@ -655,3 +655,7 @@ enum Inbound {
     ReadRequest(async_nats::Message),
     Lost,
 }
+
+#[cfg(test)]
+#[path = "actor_tests.rs"]
+mod tests;

@@ -1,13 +1,16 @@
 //! The load generator's scenarios at tiny sizes, in-process, asserting counts only
 //! (never time): one upstream subscribe for N clients, every client receives every
 //! update (0 lost) on mcpmux and on the raw SSE baseline, one upstream read per update,
-//! and every forwarding path answers; with a nats-server at hand (`$NATS_SERVER`, or
-//! the one `tests/interop/setup.sh` installs; skipped without one, so this test never
-//! needs NATS), the fleet's sides too. Shares its code with `examples/loadgen.rs`.
+//! and every forwarding path answers; and the fleet's sides, with the nats-server
+//! `tests/interop/setup.sh` installs (or `$NATS_SERVER`): the test runs setup.sh and
+//! fails, naming what is missing, when no nats-server runs. Shares its code with
+//! `examples/loadgen.rs`.
 
 mod common;
 #[path = "../examples/loadgen/mod.rs"]
 mod harness;
+#[path = "interop/harness.rs"]
+mod interop;
 
 use harness::client::Parse;
 use harness::scenarios::{
@@ -85,11 +88,13 @@ async fn forwarding_paths_all_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fleet_sides_cost_one_upstream_subscription_and_read_per_update() {
+    interop::ensure_peers();
     let env = env();
-    match harness::fleet::peers(&env) {
-        Ok(peers) => harness::fleet::smoke(&env, &peers).await.unwrap(),
-        Err(why) => eprintln!("fleet smoke skipped: {why}"),
-    }
+    let peers = harness::fleet::peers(&env)
+        .unwrap_or_else(|why| panic!("the fleet smoke test cannot run: {why}"));
+    harness::fleet::smoke(&env, &peers)
+        .await
+        .unwrap_or_else(|e| panic!("the fleet smoke test failed: {e:#}"));
 }
 
 /// `loadgen drive` (the callgrind driver of BENCHMARKS.md): N echo calls through

@@ -179,13 +179,19 @@ async fn three_instances_share_one_subscription_and_one_read_per_change() {
     let s = stats(&mut bystanders[0]).await;
     let reads = s["by_uri"]["resources/read"][URI].as_u64().unwrap_or(0) - before;
     assert_eq!(reads, 1, "one upstream read for 30 readers: {s}");
-    // Nobody else heard of it.
+    // Nobody else heard of it. Every instance has fanned the update out (its holders
+    // got it), so a list_changed the upstream sends now to every instance follows,
+    // on each bystander's GET stream, anything its instance sent it of that fan-out.
+    bystanders[0]
+        .tool("emit_list_changed", json!({"kind": "tools"}))
+        .await;
     for b in &mut bystanders {
+        let before = b.events_until("notifications/tools/list_changed").await;
         assert!(
-            b.received()
+            before
                 .iter()
                 .all(|m| m["method"] != "notifications/resources/updated"),
-            "a bystander got the update"
+            "a bystander got the update: {before:?}"
         );
     }
     drop(holders);

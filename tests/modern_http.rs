@@ -268,10 +268,15 @@ async fn modern_listens_and_legacy_sessions_share_one_upstream_subscription() {
         .await;
     let first = other_listen.next().await.unwrap();
     assert_eq!(first["params"]["uri"], "test://static/2", "{first}");
-    assert!(bystander
-        .received()
-        .iter()
-        .all(|e| e["params"]["uri"] != URI));
+    // And the legacy bystander: a list_changed sent now follows on its GET stream
+    // anything the daemon sent it before.
+    bystander
+        .tool("emit_list_changed", json!({"kind": "tools"}))
+        .await;
+    let before = bystander
+        .events_until("notifications/tools/list_changed")
+        .await;
+    assert!(before.is_empty(), "a bystander got {before:?}");
 
     // Closing the modern streams and unsubscribing the legacy sessions: exactly one
     // upstream unsubscribe for the URI, after the last holder.

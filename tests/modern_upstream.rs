@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 const LISTEN: &str = "[listen]\nhttp = \"127.0.0.1:0\"\n";
 const URI: &str = "test://static/1";
 const SUB_ID: &str = "io.modelcontextprotocol/subscriptionId";
+/// The marker of negative checks (see `HttpClient::events_until`).
+const TOOLS_CHANGED: &str = "notifications/tools/list_changed";
 
 async fn daemon(era: &str, server_extra: &str) -> Daemon {
     let extra = format!("env = {{ SCRIPTED_ERA = \"{era}\" }}\n{server_extra}");
@@ -115,7 +117,13 @@ async fn ten_holders_of_both_eras_cost_one_upstream_subscription_in_every_era() 
             assert_eq!(ev["params"]["uri"], URI, "{era}: {ev}");
             assert_eq!(ev["params"]["_meta"], json!({"k": "v"}), "{era}: {ev}");
         }
-        assert!(bystander.received().is_empty(), "nothing for a bystander");
+        // The holders have it, so the daemon has fanned it out: a list_changed sent
+        // now reaches the bystander after anything of that fan-out.
+        bystander
+            .tool("emit_list_changed", json!({"kind": "tools"}))
+            .await;
+        let before = bystander.events_until(TOOLS_CHANGED).await;
+        assert!(before.is_empty(), "nothing for a bystander: {before:?}");
 
         // Ten reads after the update: one upstream read.
         for c in &mut legacy {
@@ -278,7 +286,13 @@ async fn input_required_is_bridged_for_legacy_clients_and_passed_to_modern_ones(
         stats["tools"]["ask"], 3,
         "first call and two retries: {stats}"
     );
-    assert!(other.received().is_empty());
+    // Anything for it was sent before the result: it would precede a list_changed
+    // sent now on its GET stream.
+    other
+        .tool("emit_list_changed", json!({"kind": "tools"}))
+        .await;
+    let before = other.events_until(TOOLS_CHANGED).await;
+    assert!(before.is_empty(), "the other client was asked: {before:?}");
 
     // A legacy client without the capability: the upstream refuses (-32021).
     let mut plain = HttpClient::connect(&d.url, json!({})).await;

@@ -57,7 +57,9 @@ async fn stdio_client_lists_calls_subscribes_and_gets_updates_with_meta() {
         .await;
     assert_eq!(upd["params"]["uri"], "test://static/1");
     assert_eq!(upd["params"]["_meta"], json!({"trace": "abc", "n": [1, 2]}));
-    // An update for a URI this client does not hold is not delivered.
+    // An update for a URI this client does not hold is not delivered. The upstream
+    // writes it before the tool's result, and stdout keeps that order, so the
+    // notifications read before the result hold it if it was delivered.
     c.tool("emit_update", json!({"uri": "test://static/2"}))
         .await;
     let stats = c.tool("stats", json!({})).await;

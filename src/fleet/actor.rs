@@ -678,3 +678,7 @@ enum Inbound {
     RetryRequest(async_nats::Message),
     Lost,
 }
+
+#[cfg(test)]
+#[path = "actor_tests.rs"]
+mod tests;

@@ -241,6 +241,21 @@ impl HttpClient {
         out
     }
 
+    /// Every message on the GET stream before the first whose method is `marker` (read
+    /// and dropped; bounded by `EVENT_TIMEOUT`). For negative checks: make the daemon
+    /// send `marker` after whatever must not arrive (e.g. `emit_list_changed`, which
+    /// reaches every legacy client's GET stream), then check what came before it.
+    pub async fn events_until(&mut self, marker: &str) -> Vec<Value> {
+        let mut before = vec![];
+        loop {
+            let ev = self.next_event().await;
+            if ev["method"] == marker {
+                return before;
+            }
+            before.push(ev);
+        }
+    }
+
     pub async fn delete(mut self) -> reqwest::StatusCode {
         if let Some(t) = self.get_task.take() {
             t.abort();

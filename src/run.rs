@@ -189,6 +189,15 @@ impl Core {
             .filter(|(name, _, _)| removed.contains(name))
             .map(|(_, id, stop)| (*id, stop.clone()))
             .collect();
+        // A changed server: its old upstream's holders move to its new one.
+        let replaced: Vec<(UpstreamId, usize)> = self
+            .actors
+            .iter()
+            .filter(|(name, _, _)| removed.contains(name))
+            .filter_map(|(name, id, _)| {
+                added.iter().position(|a| &a.name == name).map(|i| (*id, i))
+            })
+            .collect();
         self.actors.retain(|(name, _, _)| !removed.contains(name));
         let mut slots = Vec::new();
         for server in &added {
@@ -216,6 +225,7 @@ impl Core {
             settings: HubSettings::from_config(&new),
             removed: removed_ids.iter().map(|(id, _)| *id).collect(),
             added: slots,
+            replaced,
         };
         self.hub
             .reload(plan)

@@ -1,9 +1,9 @@
 //! Hot reload (SIGHUP) while 2026-07-28 listens hold URIs: a request in flight on a
 //! removed server fails with an error naming the reason, a changed `[limits]
 //! request_timeout_ms` is in force for the next request, and a listen on a kept server
-//! keeps its updates; a changed server is restarted and the listen's URI should be
-//! subscribed again at its new process (ignored: mcpmux drops it, see that test). What
-//! each upstream saw is read from its `SCRIPTED_LOG` and `stats`.
+//! keeps its updates; a changed server is restarted and the listen's URI is subscribed
+//! again at its new process, whose updates reach the listen. What each upstream saw is
+//! read from its `SCRIPTED_LOG` and `stats`.
 
 mod common;
 
@@ -170,13 +170,9 @@ async fn reload_fails_a_removed_servers_requests_and_applies_limits_under_a_list
     assert_eq!(inits, 1, "alpha was not restarted: {log:?}");
 }
 
-/// BUG (ignored until fixed): a changed server is carried out as "removed + added"
-/// (`Core::reload`, `Hub::remove_upstream`): its holders silently lose its URIs. The
-/// restarted process never gets the listen's `resources/subscribe`, the listen stays
-/// open and never hears of the URI again, and nothing tells its client. Run with
-/// `cargo test --test reload_listens -- --ignored`.
+/// A changed server is carried out as "removed + added" (`Core::reload`); its
+/// holders keep its URIs, which the restarted process is asked to subscribe.
 #[tokio::test]
-#[ignore = "bug: a changed server's holders lose their URIs on reload"]
 async fn a_changed_server_is_restarted_and_the_listens_uri_subscribed_again() {
     let (log_a, log_c) = (log_path("a2"), log_path("c2"));
     let path = temp_config(&format!(

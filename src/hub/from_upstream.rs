@@ -56,9 +56,10 @@ impl Hub {
         self.cache.clear_upstream(upstream);
         self.refresh_catalog(upstream, &ListKind::ALL);
         self.send_log_level(upstream);
-        if restart {
-            // A fresh session holds no subscriptions: take them again, and tell every
-            // holder that changes may have been missed.
+        {
+            // A fresh session holds no subscriptions: take them again (after a restart,
+            // or the URIs a reload moved here from this server's old config), and tell
+            // every holder that changes may have been missed.
             let effects = self.subs.upstream_ready(upstream);
             self.apply_sub_effects(effects);
             let keys: Vec<SubKey> = self.subs.keys_of(upstream).cloned().collect();

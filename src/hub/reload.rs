@@ -1,7 +1,9 @@
 //! A configuration reload as the hub carries it out (docs/architecture.md, "Hot
 //! reload"): new settings, upstreams added (their actors already started by the
 //! caller), upstreams removed. A removed upstream's requests in flight fail with a
-//! clear error, its holders lose their URIs (waiting subscribes are refused), it gets
+//! clear error, its holders lose their URIs (waiting subscribes are refused) unless the
+//! server was only changed (then they keep them, and the new upstream subscribes them
+//! and tells them they may have changed when it is ready), it gets
 //! one `resources/unsubscribe` per URI it holds, queued before the caller stops its
 //! actor, and every client hears `list_changed`. Upstreams not named are untouched.
 //!
@@ -21,6 +23,9 @@ pub struct ReloadPlan {
     pub removed: Vec<UpstreamId>,
     /// New slots; their ids are the hub's next indexes, in order.
     pub added: Vec<UpstreamSlot>,
+    /// Changed servers: (the removed upstream, the index in `added` of its new slot).
+    /// Their holders keep their URIs, which the new upstream subscribes when ready.
+    pub replaced: Vec<(UpstreamId, usize)>,
 }
 
 impl Hub {
@@ -29,7 +34,9 @@ impl Hub {
             settings,
             removed,
             added,
+            replaced,
         } = plan;
+        let first_added = self.upstreams.len();
         if settings.cache_entries != self.settings.cache_entries
             || settings.cache_bytes != self.settings.cache_bytes
         {
@@ -43,7 +50,11 @@ impl Hub {
             ..settings
         };
         for u in removed {
-            self.remove_upstream(u);
+            let to = replaced
+                .iter()
+                .find(|(from, _)| *from == u)
+                .map(|(_, i)| UpstreamId(first_added + i));
+            self.remove_upstream(u, to);
         }
         for slot in added {
             let u = UpstreamId(self.upstreams.len());
@@ -73,7 +84,8 @@ impl Hub {
         }
     }
 
-    fn remove_upstream(&mut self, u: UpstreamId) {
+    /// Removes `u`; with `to`, its held URIs move to that upstream (a changed server).
+    fn remove_upstream(&mut self, u: UpstreamId, to: Option<UpstreamId>) {
         let Some(name) = self.upstreams.get(u.0).map(|s| s.name.clone()) else {
             return;
         };
@@ -86,7 +98,10 @@ impl Hub {
             tracing::debug!(client = %bound.client, "server request of a removed upstream dropped");
         }
         let err = json!({"code": code::UPSTREAM_UNAVAILABLE, "message": why});
-        let effects = self.subs.remove_upstream(u, err);
+        let effects = match to {
+            Some(to) => self.subs.move_upstream(u, to, err),
+            None => self.subs.remove_upstream(u, err),
+        };
         // The unsubscribes are queued to the actor, which delivers them before it stops.
         self.apply_sub_effects(effects);
         self.cache.clear_upstream(u);

@@ -375,6 +375,39 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         fx
     }
 
+    /// The upstream is replaced by `to` (a reload changed its config): as
+    /// [`Self::remove_upstream`], except that every held key moves to `to` with its
+    /// holders, not yet subscribed there (`upstream_ready(to)` subscribes it).
+    pub fn move_upstream<E: Clone>(
+        &mut self,
+        from: UpstreamId,
+        to: UpstreamId,
+        error: E,
+    ) -> Vec<SubEffect<W, E>> {
+        let held: Vec<(SubKey, BTreeSet<ClientId>)> = self
+            .by_key
+            .range(first_key(from)..)
+            .take_while(|(k, _)| k.upstream == from)
+            .filter_map(|(k, st)| match st {
+                KeyState::Active { holders, .. } => Some((k.clone(), holders.clone())),
+                _ => None,
+            })
+            .collect();
+        let fx = self.remove_upstream(from, error);
+        for (key, holders) in held {
+            let moved = SubKey {
+                upstream: to,
+                uri: key.uri.clone(),
+            };
+            for c in &holders {
+                self.link(*c, moved.clone());
+            }
+            let ack = Ack::Unconfirmed;
+            self.by_key.insert(moved, KeyState::Active { holders, ack });
+        }
+        fx
+    }
+
     /// The upstream is back with a fresh session: UpstreamSubscribe for every Active key
     /// of it (re-subscribe). Results of these come back through `upstream_result` and
     /// never disturb holders (an Err yields no effects; the key stays, holders keep it).

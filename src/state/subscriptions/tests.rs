@@ -485,3 +485,40 @@ fn removing_an_upstream_unsubscribes_what_it_holds_and_answers_waiters() {
     // The late answer to the pending subscribe finds nothing.
     assert!(answer(&mut r, &b, Ok(()), t0).is_empty());
 }
+
+#[test]
+fn moving_an_upstream_keeps_holders_and_subscribes_at_the_new_one_when_ready() {
+    let t0 = Instant::now();
+    let mut r = reg(0);
+    let a = key(U0, "x://a");
+    sub(&mut r, C1, &a, 1, t0);
+    sub(&mut r, C2, &a, 2, t0);
+    answer(&mut r, &a, Ok(()), t0);
+    // A subscribe still waiting at the old upstream is refused.
+    let b = key(U0, "x://b");
+    sub(&mut r, C3, &b, 3, t0);
+    let fx: Fx = r.move_upstream(U0, U1, "changed".to_owned());
+    r.check_invariants();
+    assert_eq!(
+        fx,
+        vec![
+            SubEffect::UpstreamUnsubscribe(a.clone()),
+            err(C3, 3, "changed"),
+        ]
+    );
+    let moved = key(U1, "x://a");
+    assert_eq!(holders(&r, &moved), vec![C1, C2]);
+    assert!(holders(&r, &a).is_empty());
+    assert!(
+        !r.is_active(&moved),
+        "not subscribed at the new upstream yet"
+    );
+    let fx: Fx = r.upstream_ready(U1);
+    assert_eq!(fx, vec![SubEffect::UpstreamSubscribe(moved.clone())]);
+    answer(&mut r, &moved, Ok(()), t0);
+    assert!(r.is_active(&moved));
+    // Leaving releases the moved key: the last holder's unsubscribe goes to U1.
+    unsub(&mut r, C1, &moved, t0);
+    let fx = unsub(&mut r, C2, &moved, t0);
+    assert_eq!(fx, vec![SubEffect::UpstreamUnsubscribe(moved)]);
+}

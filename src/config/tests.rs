@@ -1,6 +1,8 @@
 //! Tests for loading and validation. The process environment is never touched: `${NAME}`
 //! goes through `parse_with_env` with the fixed lookup below.
 
+use std::collections::BTreeMap;
+
 use super::*;
 
 const ORIGIN: &str = "test.toml";

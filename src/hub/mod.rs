@@ -22,6 +22,7 @@
 
 mod association;
 mod client;
+mod control;
 mod deadlines;
 mod effects;
 mod fleet;
@@ -438,133 +439,6 @@ impl Hub {
         }
     }
 
-    fn on_control(&mut self, ctl: Control) {
-        match ctl {
-            Control::Stats(reply) => {
-                let _ = reply.send(self.stats());
-            }
-            Control::Snapshot(reply) => {
-                let _ = reply.send(self.snapshot());
-            }
-            Control::Reload(plan, done) => {
-                self.on_reload(plan);
-                let _ = done.send(());
-            }
-            Control::Drain { until, done } => {
-                tracing::info!(
-                    in_flight = self.pending.serving_clients().len(),
-                    "draining requests in flight"
-                );
-                self.shutting_down = true;
-                self.draining = Some(done);
-                self.end_listens();
-                self.timers.insert_at(Timer::Drain, until);
-                for (client, msg) in std::mem::take(&mut self.deferred_inits) {
-                    if let Some(id) = msg.id().cloned() {
-                        self.reply_error(
-                            client,
-                            &id,
-                            crate::protocol::code::UPSTREAM_UNAVAILABLE,
-                            "mcpmux is shutting down",
-                        );
-                    }
-                }
-            }
-        }
-    }
-
-    /// Answers the drain once no client request is in flight.
-    fn check_drained(&mut self) {
-        if self.draining.is_some() && self.pending.serving_clients().is_empty() {
-            if let Some(done) = self.draining.take() {
-                let _ = done.send(0);
-            }
-        }
-    }
-
-    /// The drain's deadline: what is still in flight fails (and is cancelled upstream).
-    fn drain_deadline(&mut self) {
-        let Some(done) = self.draining.take() else {
-            return;
-        };
-        let cut = self.pending.serving_clients();
-        for pid in &cut {
-            let upstream = self.pending.get(*pid).map(|e| e.upstream);
-            self.fail_request(
-                *pid,
-                crate::protocol::code::UPSTREAM_UNAVAILABLE,
-                "mcpmux shut down before the upstream answered (limits.drain_ms)",
-            );
-            if let Some(u) = upstream {
-                self.send_cancelled(u, *pid, "mcpmux is shutting down");
-            }
-        }
-        tracing::warn!(
-            cut = cut.len(),
-            "shutdown drain deadline passed; requests still in flight failed"
-        );
-        let _ = done.send(cut.len());
-    }
-
-    fn on_request_deadline(&mut self, pid: ProxyId) {
-        let limit_reached = self
-            .request_timers
-            .remove(&pid)
-            .is_some_and(|t| Instant::now() >= t.limit);
-        self.request_timed_out(pid, limit_reached);
-    }
-
-    fn on_timer(&mut self, t: Timer) {
-        let now = Instant::now().into_std();
-        match t {
-            Timer::Linger(key) => {
-                let effects = self.subs.linger_expired(&key, now);
-                self.apply_sub_effects(effects);
-            }
-            Timer::Resubscribe(key) => {
-                if self.upstream_ready(key.upstream).is_some() {
-                    if let Some(fx) = self.subs.retry_resubscribe(&key) {
-                        self.apply_sub_effects(vec![fx]);
-                    }
-                }
-            }
-            Timer::Drain => self.drain_deadline(),
-        }
-    }
-
-    fn stats(&self) -> HubStats {
-        let mut sent: Vec<(String, u64)> = self
-            .sent
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), *v))
-            .collect();
-        sent.sort();
-        let peak = self
-            .clients
-            .values()
-            .map(|c| c.outbox.peak())
-            .max()
-            .unwrap_or(0)
-            .max(self.peak_queue);
-        HubStats {
-            clients: self.clients.len(),
-            subscription_keys: self.subs.len(),
-            client_subscriptions: self.subs.client_pairs(),
-            pending_requests: self.pending.len(),
-            peak_queue: peak,
-            coalesced: self.coalesced_gone
-                + self
-                    .clients
-                    .values()
-                    .filter(|c| c.owns_outbox)
-                    .map(|c| c.outbox.merged())
-                    .sum::<u64>(),
-            upstream_sent: sent,
-            cache: self.cache.counters,
-            cache_entries: self.cache.len(),
-        }
-    }
-
     /// Releases everything a client held: subscriptions, pending requests (cancelled
     /// upstream), server requests it was asked to answer (failed upstream).
     fn remove_client(&mut self, client: ClientId, reason: &str) {
@@ -611,50 +485,6 @@ impl Hub {
                 self.warn_operator(format!("client {client} disconnected: it did not keep up"));
             }
             self.remove_client(client, "too slow");
-        }
-    }
-
-    fn shutdown(&mut self) {
-        let ids: Vec<ClientId> = self.clients.keys().copied().collect();
-        for c in ids {
-            self.remove_client(c, "shutdown");
-        }
-    }
-
-    /// Why a request for upstream `u` cannot be served, for the client's error: its
-    /// name, the last failure and whether mcpmux is still restarting it, so a client can
-    /// tell "try again shortly" from "marked down".
-    pub(crate) fn unavailable(&self, u: UpstreamId) -> String {
-        let Some(slot) = self.upstreams.get(u.0) else {
-            return "no such upstream".to_owned();
-        };
-        let name = &slot.name;
-        match &slot.status {
-            UpstreamStatus::Down {
-                reason,
-                retrying: true,
-            } => format!("upstream {name} is not available ({reason}; restarting)"),
-            UpstreamStatus::Down {
-                reason,
-                retrying: false,
-            } => format!(
-                "upstream {name} is not available ({reason}; marked down after \
-                 restart.max_failures failed starts: restart mcpmux to try again)"
-            ),
-            UpstreamStatus::Starting | UpstreamStatus::Idle => {
-                format!("upstream {name} is not available (starting)")
-            }
-            UpstreamStatus::Ready(_) => format!("upstream {name} is not available"),
-            UpstreamStatus::Removed => {
-                format!("upstream {name} was removed from the configuration")
-            }
-        }
-    }
-
-    pub(crate) fn upstream_ready(&self, u: UpstreamId) -> Option<&InitInfo> {
-        match &self.upstreams.get(u.0)?.status {
-            UpstreamStatus::Ready(info) => Some(info),
-            _ => None,
         }
     }
 }

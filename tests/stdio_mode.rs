@@ -188,3 +188,27 @@ async fn a_modern_stdio_client_discovers_listens_and_closes_its_listen() {
     let init = c.initialize(json!({})).await;
     assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
 }
+
+/// Methods the 2026-07-28 era does not have are refused at the stdio edge (-32601 naming
+/// the method and the version), as over HTTP; the connection keeps working.
+#[tokio::test]
+async fn a_modern_stdio_request_for_a_handshake_era_method_is_method_not_found() {
+    let mut c = start();
+    for (i, method) in ["ping", "logging/setLevel", "resources/subscribe"]
+        .into_iter()
+        .enumerate()
+    {
+        let (_, r) = modern_call(
+            &mut c,
+            json!(i + 10),
+            method,
+            json!({"level": "info", "uri": "test://static/1"}),
+        )
+        .await;
+        assert_eq!(r["error"]["code"], -32601, "{method}: {r}");
+        let text = r["error"]["message"].as_str().unwrap_or_default();
+        assert!(text.contains(method) && text.contains("2026-07-28"), "{r}");
+    }
+    let (_, discover) = modern_call(&mut c, json!(20), "server/discover", json!({})).await;
+    assert_eq!(discover["result"]["resultType"], "complete", "{discover}");
+}

@@ -186,6 +186,9 @@ async fn modern_target(
                 Ok(m) => m,
                 Err(r) => return refuse(r.code, &r.message, r.data),
             };
+            if let Some(why) = modern::legacy_only_refusal(msg.method().unwrap_or_default()) {
+                return refuse(code::METHOD_NOT_FOUND, &why, None);
+            }
             let kind = ClientKind::Modern {
                 capabilities: meta.client_capabilities.unwrap_or_default(),
                 log_level: meta.log_level,

@@ -95,16 +95,10 @@ impl Hints {
 }
 
 impl Hub {
-    /// A modern client's request, already validated at the edge.
+    /// A modern client's request, already validated at the edge (which also refused
+    /// the methods the era does not have).
     pub(super) fn on_modern_request(&mut self, client: ClientId, id: RawId, msg: Message) {
         let method = msg.method().unwrap_or_default().to_owned();
-        if modern::legacy_only(&method) {
-            let why = format!(
-                "Method not found: {method} does not exist in protocol version {}",
-                modern::MODERN_VERSION
-            );
-            return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
-        }
         let uri = (method == methods::RESOURCES_READ)
             .then(|| methods::parse_params::<methods::UriParams>(msg.params()).map(|p| p.uri))
             .flatten();

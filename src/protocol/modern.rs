@@ -370,6 +370,14 @@ fn collect_annotations(
     }
 }
 
+/// Why a modern request for `method` gets -32601 (HTTP 404): the method does not exist
+/// in the era. Checked by each edge (HTTP and stdio) before the request reaches the hub.
+pub fn legacy_only_refusal(method: &str) -> Option<String> {
+    legacy_only(method).then(|| {
+        format!("Method not found: {method} does not exist in protocol version {MODERN_VERSION}")
+    })
+}
+
 /// Methods that do not exist in the modern era (their work is done per request or by
 /// `subscriptions/listen`): a modern request for one gets -32601 (HTTP 404).
 pub fn legacy_only(method: &str) -> bool {

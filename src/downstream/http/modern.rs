@@ -74,11 +74,7 @@ pub(super) async fn handle(
         }
     };
     let method = msg.method().unwrap_or_default().to_owned();
-    if modern::legacy_only(&method) {
-        let why = format!(
-            "Method not found: {method} does not exist in protocol version {}",
-            modern::MODERN_VERSION
-        );
+    if let Some(why) = modern::legacy_only_refusal(&method) {
         let m = Message::error_response(msg.id(), code::METHOD_NOT_FOUND, &why, None);
         return json_response(StatusCode::NOT_FOUND, m.to_bytes());
     }

@@ -19,6 +19,10 @@ use crate::state::pending::Origin;
 /// Most pages the hub fetches of one upstream list for its routing table.
 pub const MAX_CATALOG_PAGES: u32 = 100;
 
+/// A client's level when it asked for no log messages at all (a 2026-07-28 request
+/// without `logLevel`): above every level, and left out of the upstream's level.
+pub(super) const LOG_OFF: u8 = u8::MAX;
+
 /// RFC 5424 levels, most verbose first.
 const LEVELS: [&str; 8] = [
     "debug",
@@ -281,7 +285,12 @@ impl Hub {
 
     /// Sends `logging/setLevel` upstream when the most verbose requested level changes.
     pub(super) fn sync_log_level(&mut self) {
-        let wanted = self.log_levels.values().min().copied();
+        let wanted = self
+            .log_levels
+            .values()
+            .filter(|l| **l != LOG_OFF)
+            .min()
+            .copied();
         if wanted == self.upstream_log_level || wanted.is_none() {
             return;
         }
@@ -318,10 +327,12 @@ impl Hub {
     /// Whether a `notifications/message` at `level` goes to this client.
     pub(super) fn wants_log(&self, client: ClientId, level: Option<&str>) -> bool {
         let Some(min) = self.log_levels.get(&client) else {
-            // A legacy client that set no level gets what the server sends; a
-            // 2026-07-28 request without `logLevel` asked for no log messages.
-            return !self.is_modern(client);
+            // A client that set no level gets what the server sends.
+            return true;
         };
+        if *min == LOG_OFF {
+            return false;
+        }
         let lvl = level
             .and_then(|l| LEVELS.iter().position(|x| *x == l))
             .unwrap_or(LEVELS.len() - 1);

@@ -408,10 +408,13 @@ impl Hub {
                             param_headers,
                             ..
                         } => {
-                            if let Some(level) = log_level.as_deref().and_then(lists::level_index) {
-                                self.log_levels.insert(client, level);
-                                self.sync_log_level();
-                            }
+                            // A request without `logLevel` asked for no log messages.
+                            let level = log_level
+                                .as_deref()
+                                .and_then(lists::level_index)
+                                .unwrap_or(lists::LOG_OFF);
+                            self.log_levels.insert(client, level);
+                            self.sync_log_level();
                             // A listen is an explicit request to subscribe: in this
                             // era it is the negotiation.
                             Some(ClientInit {

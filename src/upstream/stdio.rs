@@ -23,7 +23,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
 use super::modern::{self, Action, Core};
-use super::probe::Verdict;
+use super::probe::{self, Probed, Verdict};
 use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
@@ -141,40 +141,31 @@ impl StdioUpstream {
         // Whether the probe went unanswered in time: its answer may still come (a
         // server slow to start), and the handshake then takes it.
         let mut probe_pending = false;
-        let mut discovered = match self.config.protocol {
-            UpstreamProtocol::Legacy => None,
-            protocol => {
-                let wait = if protocol == UpstreamProtocol::Modern {
-                    init_timeout
-                } else {
-                    init_timeout.min(super::probe::STDIO_PROBE_TIMEOUT)
-                };
-                let probe = tokio::time::timeout(wait, self.discover(&mut writer, &mut reader));
-                let verdict = tokio::select! {
-                    r = probe => match r {
-                        Ok(Ok(v)) => v,
-                        Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
-                        Err(_) => {
-                            probe_pending = true;
-                            Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis()))
-                        }
-                    },
-                    status = child.wait() => return SessionEnd::Died(exit_text(status)),
-                    _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
-                };
-                match (verdict, protocol) {
-                    (Verdict::Modern(info), _) => Some(info),
-                    (Verdict::Legacy(why), UpstreamProtocol::Modern) => {
-                        let e = format!("not a 2026-07-28 server (protocol = \"modern\"): {why}");
-                        return self.stop(child, writer, SessionEnd::Died(e)).await;
-                    }
-                    (Verdict::Legacy(why), _) => {
-                        tracing::debug!(upstream = %name, %why, "no 2026-07-28 answer; using the initialize handshake");
-                        None
-                    }
-                }
+        let mut discovered = None;
+        if self.config.protocol != UpstreamProtocol::Legacy {
+            let wait = if self.config.protocol == UpstreamProtocol::Modern {
+                init_timeout
+            } else {
+                init_timeout.min(probe::STDIO_PROBE_TIMEOUT)
+            };
+            let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+            let mut link = Discoverer {
+                writer: &mut writer,
+                reader: &mut reader,
+                name,
+                capabilities: &caps,
+            };
+            let probed = tokio::select! {
+                p = probe::probe(name, self.config.protocol, wait, &mut link) => p,
+                status = child.wait() => return SessionEnd::Died(exit_text(status)),
+                _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
+            };
+            match probed {
+                Probed::Modern(info) => discovered = Some(info),
+                Probed::Legacy { unanswered } => probe_pending = unanswered,
+                Probed::Failed(e) => return self.stop(child, writer, SessionEnd::Died(e)).await,
             }
-        };
+        }
         let mut legacy = None;
         if discovered.is_none() {
             let handshake = tokio::time::timeout(
@@ -239,24 +230,13 @@ impl StdioUpstream {
             };
             let read_loop = async {
                 loop {
-                    match reader.next().await {
-                        Some(Ok(Frame::Line(line))) => {
-                            if let Some(msg) = parse_line(name, line) {
-                                if self
-                                    .hub
-                                    .send(self.id, UpstreamEvent::Message(msg, Related::Unknown))
-                                    .await
-                                    .is_err()
-                                {
-                                    return "mcpmux is shutting down".to_owned();
-                                }
-                            }
-                        }
-                        Some(Ok(Frame::TooLong)) => {
-                            tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
-                        }
-                        Some(Err(e)) => return format!("reading from the server failed: {e}"),
-                        None => return "the server closed its stdout".to_owned(),
+                    let msg = match read_message(&mut reader, name, "").await {
+                        Ok(msg) => msg,
+                        Err(e) => return e,
+                    };
+                    let event = UpstreamEvent::Message(msg, Related::Unknown);
+                    if self.hub.send(self.id, event).await.is_err() {
+                        return "mcpmux is shutting down".to_owned();
                     }
                 }
             };
@@ -279,39 +259,6 @@ impl StdioUpstream {
             let _ = tokio::time::timeout(STOP_GRACE, flush).await;
         }
         self.stop(child, writer, end).await
-    }
-
-    /// Sends the `server/discover` probe and reads the answer (anything else the
-    /// server says meanwhile is logged and dropped).
-    async fn discover(
-        &self,
-        writer: &mut FramedWrite<ChildStdin, JsonLines>,
-        reader: &mut FramedRead<ChildStdout, JsonLines>,
-    ) -> Result<Verdict, String> {
-        let id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
-        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let params = modern::discover_params(&caps);
-        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
-        writer
-            .send(req.to_bytes())
-            .await
-            .map_err(|e| format!("writing server/discover failed: {e}"))?;
-        loop {
-            let line = match reader.next().await {
-                Some(Ok(Frame::Line(l))) => l,
-                Some(Ok(Frame::TooLong)) => continue,
-                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
-                None => return Err("the server closed its stdout during server/discover".into()),
-            };
-            match parse_line(&self.config.name, line.clone()) {
-                Some(msg) if msg.kind() == Kind::Response && msg.id() == Some(&id) => {
-                    return Ok(super::probe::read_discover(&msg));
-                }
-                _ => {
-                    tracing::debug!(upstream = %self.config.name, line, "message before the server/discover answer ignored")
-                }
-            }
-        }
     }
 
     /// A 2026-07-28 session: every command and every line passes through the modern
@@ -380,22 +327,15 @@ impl StdioUpstream {
                             }
                             None => return SessionEnd::Shutdown,
                         },
-                        frame = reader.next() => match frame {
-                            Some(Ok(Frame::Line(line))) => match parse_line(name, line) {
-                                // The answer to a handshake begun before a late
-                                // `server/discover` answer made the session modern.
-                                Some(msg) if msg.kind() == Kind::Response
-                                    && msg.id().is_some_and(|i| i.as_json() == INIT_ID) => {
-                                    tracing::debug!(upstream = %name, "answer to the abandoned initialize ignored");
-                                }
-                                Some(msg) => core.on_message(msg, Related::Unknown, Instant::now(), &mut acts),
-                                None => {}
-                            },
-                            Some(Ok(Frame::TooLong)) => {
-                                tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
+                        msg = read_message(reader, name, "") => match msg {
+                            // The answer to a handshake begun before a late
+                            // `server/discover` answer made the session modern.
+                            Ok(msg) if msg.kind() == Kind::Response
+                                && msg.id().is_some_and(|i| i.as_json() == INIT_ID) => {
+                                tracing::debug!(upstream = %name, "answer to the abandoned initialize ignored");
                             }
-                            Some(Err(e)) => return SessionEnd::Died(format!("reading from the server failed: {e}")),
-                            None => return SessionEnd::Died("the server closed its stdout".to_owned()),
+                            Ok(msg) => core.on_message(msg, Related::Unknown, Instant::now(), &mut acts),
+                            Err(e) => return SessionEnd::Died(e),
                         },
                         _ = timer => core.on_timer(Instant::now(), &mut acts),
                     }
@@ -448,7 +388,7 @@ impl StdioUpstream {
         probe_pending: bool,
     ) -> Result<Handshake, String> {
         let init_id = RawId::parse(INIT_ID).expect("valid id");
-        let discover_id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
+        let discover_id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
         let params = super::initialize_params(&self.config);
         let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
         writer
@@ -456,20 +396,12 @@ impl StdioUpstream {
             .await
             .map_err(|e| format!("writing initialize failed: {e}"))?;
         loop {
-            let line = match reader.next().await {
-                Some(Ok(Frame::Line(l))) => l,
-                Some(Ok(Frame::TooLong)) => continue,
-                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
-                None => return Err("the server closed its stdout during initialize".into()),
-            };
-            let Some(msg) = parse_line(&self.config.name, line.clone()) else {
-                continue;
-            };
+            let msg = read_message(reader, &self.config.name, " during initialize").await?;
             match msg.kind() {
                 Kind::Response if probe_pending && msg.id() == Some(&discover_id) => {
-                    match super::probe::read_discover(&msg) {
+                    match probe::read_discover(&msg) {
                         Verdict::Modern(info) => return Ok(Handshake::LateDiscover(info)),
-                        Verdict::Legacy(why) => {
+                        Verdict::Legacy(why) | Verdict::Retry(why) => {
                             tracing::debug!(upstream = %self.config.name, %why, "late server/discover answer: not modern");
                         }
                     }
@@ -491,7 +423,7 @@ impl StdioUpstream {
                         .map_err(|e| e.to_string())?;
                 }
                 _ => {
-                    tracing::debug!(upstream = %self.config.name, line, "message before initialize ignored")
+                    tracing::debug!(upstream = %self.config.name, message = ?msg, "message before initialize ignored")
                 }
             }
         }
@@ -531,6 +463,64 @@ impl StdioUpstream {
 fn cancel_note(id: &RawId) -> Message {
     let params = json!({"requestId": serde_json::value::RawValue::from_string(id.as_json().to_owned()).expect("ids are JSON"), "reason": "mcpmux no longer needs it"});
     Message::notification(methods::CANCELLED, Some(&params))
+}
+
+type Writer = FramedWrite<ChildStdin, JsonLines>;
+type Reader = FramedRead<ChildStdout, JsonLines>;
+
+/// The probe over stdio: `server/discover` as one line, then the lines up to its
+/// answer (anything else the server says meanwhile is logged and dropped).
+struct Discoverer<'a> {
+    writer: &'a mut Writer,
+    reader: &'a mut Reader,
+    name: &'a str,
+    capabilities: &'a serde_json::Value,
+}
+
+impl probe::Discover for Discoverer<'_> {
+    async fn discover(&mut self) -> Result<Verdict, String> {
+        let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
+        let params = modern::discover_params(self.capabilities);
+        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
+        self.writer
+            .send(req.to_bytes())
+            .await
+            .map_err(|e| format!("writing server/discover failed: {e}"))?;
+        loop {
+            let msg = read_message(self.reader, self.name, " during server/discover").await?;
+            if msg.kind() == Kind::Response && msg.id() == Some(&id) {
+                return Ok(probe::read_discover(&msg));
+            }
+            tracing::debug!(upstream = %self.name, message = ?msg, "message before the server/discover answer ignored");
+        }
+    }
+}
+
+/// The next message the server writes, skipping blank, unparseable and overlong
+/// lines (logged). Cancel-safe: a line is consumed only when it is returned or
+/// dropped.
+///
+/// # Errors
+/// Reading failed or the server closed its stdout (`during` names what was going on).
+async fn read_message(
+    reader: &mut Reader,
+    upstream: &str,
+    during: &str,
+) -> Result<Message, String> {
+    loop {
+        match reader.next().await {
+            Some(Ok(Frame::Line(line))) => {
+                if let Some(msg) = parse_line(upstream, line) {
+                    return Ok(msg);
+                }
+            }
+            Some(Ok(Frame::TooLong)) => {
+                tracing::warn!(%upstream, "upstream line over limits.max_message_bytes dropped");
+            }
+            Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
+            None => return Err(format!("the server closed its stdout{during}")),
+        }
+    }
 }
 
 fn parse_line(upstream: &str, line: String) -> Option<Message> {

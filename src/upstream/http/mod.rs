@@ -50,7 +50,7 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::probe::Verdict;
+use super::probe::{self, Probed};
 use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::Message;
@@ -162,13 +162,25 @@ impl HttpUpstream {
     ) -> SessionEnd {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         if self.config.protocol != UpstreamProtocol::Legacy {
-            match self.probe(endpoint, init_timeout).await {
-                Probed::Modern(info) if self.config.protocol == UpstreamProtocol::Auto => {
-                    if let Some(legacy) = self.legacy_face(endpoint, init_timeout).await {
-                        if !faces::modern_covers(&info.capabilities, &legacy.capabilities) {
-                            tracing::info!(upstream = %endpoint.name, legacy = %legacy.capabilities, modern = %info.capabilities,
-                                "upstream answers both eras and offers different things on each: one session per era");
-                            return Box::pin(self.two_face_session(endpoint, &legacy, rx)).await;
+            let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+            let mut link = modern::Discoverer {
+                endpoint,
+                capabilities: &caps,
+            };
+            let probed = tokio::select! {
+                p = probe::probe(&endpoint.name, self.config.protocol, init_timeout, &mut link) => p,
+                _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+            };
+            match probed {
+                Probed::Modern(info) => {
+                    if self.config.protocol == UpstreamProtocol::Auto {
+                        if let Some(legacy) = self.legacy_face(endpoint, init_timeout).await {
+                            if !faces::modern_covers(&info.capabilities, &legacy.capabilities) {
+                                tracing::info!(upstream = %endpoint.name, legacy = %legacy.capabilities, modern = %info.capabilities,
+                                    "upstream answers both eras and offers different things on each: one session per era");
+                                return Box::pin(self.two_face_session(endpoint, &legacy, rx))
+                                    .await;
+                            }
                         }
                     }
                     tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
@@ -178,16 +190,8 @@ impl HttpUpstream {
                     }
                     return self.modern_session(endpoint, &info, rx).await;
                 }
-                Probed::Modern(info) => {
-                    tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
-                    let ready = UpstreamEvent::Ready(info.clone());
-                    if self.hub.send(self.id, ready).await.is_err() {
-                        return SessionEnd::Shutdown;
-                    }
-                    return self.modern_session(endpoint, &info, rx).await;
-                }
-                Probed::Legacy => {}
-                Probed::End(end) => return end,
+                Probed::Legacy { .. } => {}
+                Probed::Failed(e) => return SessionEnd::Died(e),
             }
         }
         let params = super::initialize_params(&self.config);
@@ -287,32 +291,6 @@ impl HttpUpstream {
         end
     }
 
-    /// The dual-era probe: a modern request first (`protocol = "auto"` falls back to
-    /// the handshake on anything else; `"modern"` fails the session).
-    async fn probe(&self, endpoint: &Endpoint, wait: Duration) -> Probed {
-        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let verdict = tokio::select! {
-            r = tokio::time::timeout(wait, modern::discover(endpoint, &caps)) => match r {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => return Probed::End(SessionEnd::Died(e)),
-                Err(_) => Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis())),
-            },
-            _ = self.shutdown.cancelled() => return Probed::End(SessionEnd::Shutdown),
-        };
-        match verdict {
-            Verdict::Modern(info) => Probed::Modern(info),
-            Verdict::Legacy(why) if self.config.protocol == UpstreamProtocol::Modern => {
-                Probed::End(SessionEnd::Died(format!(
-                    "not a 2026-07-28 server (protocol = \"modern\"): {why}"
-                )))
-            }
-            Verdict::Legacy(why) => {
-                tracing::debug!(upstream = %endpoint.name, %why, "no 2026-07-28 answer; using the initialize handshake");
-                Probed::Legacy
-            }
-        }
-    }
-
     /// What the server's `initialize` face offers, when it has one (a 2026-07-28 server
     /// may answer the handshake too): a throw-away handshake, deleted at once.
     async fn legacy_face(&self, endpoint: &Endpoint, wait: Duration) -> Option<InitInfo> {
@@ -347,13 +325,6 @@ impl HttpUpstream {
             Err(_) => tracing::debug!(upstream = %name, "DELETE timed out"),
         }
     }
-}
-
-/// What the probe decided.
-enum Probed {
-    Modern(InitInfo),
-    Legacy,
-    End(SessionEnd),
 }
 
 /// What a signal from the session's tasks means: an expiry ends the session (with

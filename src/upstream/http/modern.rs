@@ -49,61 +49,74 @@ pub(super) fn modern_ctx(endpoint: &Endpoint) -> SessionCtx {
     }
 }
 
-/// POSTs `server/discover` and reads the answer as the dual-era rules say: a
-/// `DiscoverResult` naming 2026-07-28 is modern; any other answer (an error status,
-/// an error, another version) is not.
-///
-/// # Errors
-/// The server could not be reached at all.
-pub(super) async fn discover(endpoint: &Endpoint, capabilities: &Value) -> Result<Verdict, String> {
-    let ctx = modern_ctx(endpoint);
-    let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
-    let params = modern::discover_params(capabilities);
-    let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
-    let resp = post(&ctx, &req, &[])
-        .send()
-        .await
-        .map_err(|e| format!("server/discover failed: {}", error_chain(&e)))?;
-    let status = resp.status();
-    if !status.is_success() {
-        let body = wire::read_bounded(resp, endpoint.max_message)
+/// The probe over HTTP: POSTs `server/discover` without a session and reads the answer
+/// as the dual-era rules say (`probe`): a `DiscoverResult` naming 2026-07-28 is modern;
+/// an error status whose body is the JSON-RPC answer is read like any answer (a 400
+/// with a recognized 2026-07-28 error is evidence of the era); any other answer (an
+/// error status without one, another version) is not.
+pub(super) struct Discoverer<'a> {
+    pub endpoint: &'a Endpoint,
+    pub capabilities: &'a Value,
+}
+
+impl probe::Discover for Discoverer<'_> {
+    /// # Errors
+    /// The server could not be reached at all.
+    async fn discover(&mut self) -> Result<Verdict, String> {
+        let endpoint = self.endpoint;
+        let ctx = modern_ctx(endpoint);
+        let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
+        let params = modern::discover_params(self.capabilities);
+        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
+        let resp = post(&ctx, &req, &[])
+            .send()
             .await
-            .unwrap_or_default();
-        let text = String::from_utf8_lossy(&body);
-        return Ok(Verdict::Legacy(format!(
-            "server/discover answered HTTP {status}: {}",
-            text.chars().take(200).collect::<String>()
-        )));
-    }
-    let answer = match wire::body_kind(&resp) {
-        BodyKind::Json => wire::read_json(resp, endpoint.max_message, &endpoint.name)
-            .await?
-            .into_iter()
-            .find(|m| m.kind() == Kind::Response && m.id() == Some(&id)),
-        BodyKind::Sse => {
-            let mut events = wire::sse_events(resp, endpoint.max_message);
-            let mut found = None;
-            while let Some(ev) = events.next().await {
-                let ev = ev.map_err(|e| format!("server/discover stream failed: {e}"))?;
-                found = wire::parse_data(&ev.data, &endpoint.name)
-                    .into_iter()
-                    .find(|m| m.kind() == Kind::Response && m.id() == Some(&id));
-                if found.is_some() {
-                    break;
-                }
+            .map_err(|e| format!("server/discover failed: {}", error_chain(&e)))?;
+        let status = resp.status();
+        let is_answer = |m: &Message| m.kind() == Kind::Response && m.id() == Some(&id);
+        if !status.is_success() {
+            let body = wire::read_bounded(resp, endpoint.max_message)
+                .await
+                .unwrap_or_default();
+            if let Some(answer) = Message::parse(&body).ok().filter(is_answer) {
+                return Ok(probe::read_discover(&answer));
             }
-            found
-        }
-        other => {
+            let text = String::from_utf8_lossy(&body);
             return Ok(Verdict::Legacy(format!(
-                "server/discover answered HTTP {status} ({other:?})"
-            )))
+                "server/discover answered HTTP {status}: {}",
+                text.chars().take(200).collect::<String>()
+            )));
         }
-    };
-    Ok(match answer {
-        Some(a) => probe::read_discover(&a),
-        None => Verdict::Legacy("server/discover got no answer".into()),
-    })
+        let answer = match wire::body_kind(&resp) {
+            BodyKind::Json => wire::read_json(resp, endpoint.max_message, &endpoint.name)
+                .await?
+                .into_iter()
+                .find(is_answer),
+            BodyKind::Sse => {
+                let mut events = wire::sse_events(resp, endpoint.max_message);
+                let mut found = None;
+                while let Some(ev) = events.next().await {
+                    let ev = ev.map_err(|e| format!("server/discover stream failed: {e}"))?;
+                    found = wire::parse_data(&ev.data, &endpoint.name)
+                        .into_iter()
+                        .find(is_answer);
+                    if found.is_some() {
+                        break;
+                    }
+                }
+                found
+            }
+            other => {
+                return Ok(Verdict::Legacy(format!(
+                    "server/discover answered HTTP {status} ({other:?})"
+                )))
+            }
+        };
+        Ok(match answer {
+            Some(a) => probe::read_discover(&a),
+            None => Verdict::Legacy("server/discover got no answer".into()),
+        })
+    }
 }
 
 /// A POST of one modern message with the era's headers.

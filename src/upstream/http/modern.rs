@@ -21,7 +21,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::handshake::error_chain;
 use super::wire::{self, BodyKind, Endpoint, SessionCtx};
 use super::{HttpUpstream, SessionEnd, MAX_IN_FLIGHT};
-use crate::protocol::modern::{encode_header_value, MODERN_VERSION};
+use crate::protocol::modern::{encode_header_value, mcp_name, MODERN_VERSION};
 use crate::protocol::{methods, Kind, Message, RawId};
 use crate::upstream::modern::{self, Action, Core};
 use crate::upstream::probe::{self, Verdict};
@@ -130,7 +130,7 @@ fn post(
         if let Ok(v) = HeaderValue::from_str(m) {
             rb = rb.header(HEADER_METHOD, v);
         }
-        if let Some(name) = mcp_name(m, msg) {
+        if let Some(name) = mcp_name(msg) {
             if let Ok(v) = HeaderValue::from_str(&encode_header_value(&name)) {
                 rb = rb.header(HEADER_NAME, v);
             }
@@ -143,18 +143,6 @@ fn post(
         }
     }
     rb
-}
-
-/// `Mcp-Name`: `params.name` of `tools/call` and `prompts/get`, `params.uri` of
-/// `resources/read`.
-fn mcp_name(method: &str, msg: &Message) -> Option<String> {
-    let key = match method {
-        methods::TOOLS_CALL | "prompts/get" => "name",
-        methods::RESOURCES_READ => "uri",
-        _ => return None,
-    };
-    let params: Value = serde_json::from_str(msg.params()?.get()).ok()?;
-    params[key].as_str().map(str::to_owned)
 }
 
 impl HttpUpstream {

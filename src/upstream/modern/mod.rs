@@ -22,6 +22,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
+use crate::protocol::listen::ListenFilter;
 use crate::protocol::modern::{code as modern_code, meta, MODERN_VERSION};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 use crate::upstream::Related;
@@ -292,14 +293,11 @@ impl Core {
         else {
             return;
         };
-        let honoured: BTreeSet<String> = params["notifications"]["resourceSubscriptions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let honoured: BTreeSet<String> = ListenFilter::parse(&params["notifications"])
+            .uris
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let mut acts = Vec::new();
         self.listens.on_ack(&id, &honoured, now, &mut acts);
         self.listen_actions(acts, out);

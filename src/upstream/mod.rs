@@ -1,6 +1,6 @@
 //! Upstream actors: each owns one upstream transport (a stdio child or a Streamable
 //! HTTP session), finds the server's era (`probe`) and performs the `initialize`
-//! handshake or runs a 2026-07-28 session through the modern core (`modern`), forwards
+//! handshake or runs a stateless 2026-07-28 session (`stateless`), forwards
 //! every inbound message to the hub, and restarts with backoff when the transport
 //! dies (docs/architecture.md, "Upstreams of both eras"). Never awaits a client; a
 //! legacy session never interprets messages beyond the handshake.
@@ -293,8 +293,8 @@ impl UpstreamHandle {
 }
 
 mod http;
-pub(crate) mod modern;
 pub mod probe;
+pub(crate) mod stateless;
 mod stdio;
 
 use std::sync::Arc;

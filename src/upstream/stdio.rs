@@ -1,6 +1,6 @@
 //! The stdio upstream actor: spawns the server process, probes its era with
 //! `server/discover` (unless `protocol = "legacy"`), performs the handshake or runs a
-//! 2026-07-28 session through the modern core, shuttles lines between the process and
+//! 2026-07-28 session through its [`StatelessSession`], shuttles lines between the process and
 //! the hub, and restarts it with jittered exponential backoff when it dies.
 //!
 //! Owns the child process: it is started with `kill_on_drop`, stopped by closing
@@ -22,8 +22,8 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::modern::{self, Action, Core};
 use super::probe::{self, Probed, Verdict};
+use super::stateless::{self, Action, StatelessSession};
 use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
@@ -194,7 +194,7 @@ impl StdioUpstream {
         if let Some(info) = discovered {
             tracing::info!(upstream = %name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-            let core = Core::new(name, caps, &info.capabilities);
+            let core = StatelessSession::new(name, caps, &info.capabilities);
             if self
                 .hub
                 .send(self.id, UpstreamEvent::Ready(info))
@@ -204,7 +204,7 @@ impl StdioUpstream {
                 return self.stop(child, writer, SessionEnd::Shutdown).await;
             }
             let end = self
-                .modern_session(core, rx, &mut child, &mut writer, &mut reader)
+                .stateless_session(core, rx, &mut child, &mut writer, &mut reader)
                 .await;
             return self.stop(child, writer, end).await;
         }
@@ -264,9 +264,9 @@ impl StdioUpstream {
     /// A 2026-07-28 session: every command and every line passes through the modern
     /// core; a separate write loop keeps a server that stops reading from stopping us
     /// reading it.
-    async fn modern_session(
+    async fn stateless_session(
         &self,
-        mut core: Core,
+        mut core: StatelessSession,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
         child: &mut Child,
         writer: &mut FramedWrite<ChildStdin, JsonLines>,
@@ -480,7 +480,7 @@ struct Discoverer<'a> {
 impl probe::Discover for Discoverer<'_> {
     async fn discover(&mut self) -> Result<Verdict, String> {
         let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
-        let params = modern::discover_params(self.capabilities);
+        let params = stateless::discover_params(self.capabilities);
         let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
         self.writer
             .send(req.to_bytes())

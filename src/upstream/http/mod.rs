@@ -1,6 +1,6 @@
 //! The Streamable HTTP upstream actor: probes the server's era with a `server/discover`
 //! POST (unless `protocol = "legacy"`); a 2026-07-28 server gets a session without a
-//! session id (`modern.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
+//! session id (`stateless.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
 //! session, performs the handshake itself, POSTs each message the hub sends, forwards
 //! every message the server sends, and starts a new session when the old one dies or
 //! expires.
@@ -36,8 +36,8 @@ mod dual;
 mod faces;
 mod get_stream;
 mod handshake;
-mod modern;
 mod post;
+mod stateless;
 mod wire;
 
 #[cfg(test)]
@@ -163,7 +163,7 @@ impl HttpUpstream {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         if self.config.protocol != UpstreamProtocol::Legacy {
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-            let mut link = modern::Discoverer {
+            let mut link = stateless::Discoverer {
                 endpoint,
                 capabilities: &caps,
             };
@@ -188,7 +188,7 @@ impl HttpUpstream {
                     if self.hub.send(self.id, ready).await.is_err() {
                         return SessionEnd::Shutdown;
                     }
-                    return self.modern_session(endpoint, &info, rx).await;
+                    return self.stateless_session(endpoint, &info, rx).await;
                 }
                 Probed::Legacy { .. } => {}
                 Probed::Failed(e) => return SessionEnd::Died(e),

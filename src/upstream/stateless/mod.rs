@@ -1,4 +1,4 @@
-//! The 2026-07-28 ("modern") era of an upstream session (docs/architecture.md,
+//! The stateless (2026-07-28) session of an upstream (docs/architecture.md,
 //! "Upstreams of both eras"). The hub speaks to every upstream as to a legacy session
 //! (`resources/subscribe`, `logging/setLevel`, `ping`, server→client requests); this
 //! state machine translates at the edge so the hub stays era-neutral:
@@ -48,8 +48,9 @@ pub(crate) enum Action {
     Restart(String),
 }
 
-/// The modern state of one upstream session.
-pub(crate) struct Core {
+/// The state of one stateless (2026-07-28) upstream session: its listens, its
+/// bridged MRTR requests and the log level the hub set.
+pub(crate) struct StatelessSession {
     name: String,
     /// `clientCapabilities` for mcpmux's own requests (what it routes).
     capabilities: Value,
@@ -59,10 +60,10 @@ pub(crate) struct Core {
     bridges: Bridges,
 }
 
-impl Core {
+impl StatelessSession {
     /// A core for a server whose `server/discover` offered `server_capabilities`.
     pub fn new(name: &str, capabilities: Value, server_capabilities: &Value) -> Self {
-        Core {
+        StatelessSession {
             name: name.to_owned(),
             capabilities,
             log_level: None,
@@ -83,7 +84,7 @@ impl Core {
         self.listen_actions(acts, out);
     }
 
-    /// The earliest moment [`Core::on_timer`] has work.
+    /// The earliest moment [`StatelessSession::on_timer`] has work.
     pub fn deadline(&self) -> Option<Instant> {
         self.listens.deadline()
     }

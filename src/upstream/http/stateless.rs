@@ -5,7 +5,7 @@
 //! open, and stopping a request or a listen is dropping its stream.
 //!
 //! Owns the POST tasks of the session and their abort handles. Everything the server
-//! sends passes through the modern [`Core`] before it reaches the hub; never parses
+//! sends passes through the [`StatelessSession`] before it reaches the hub; never parses
 //! more of a message than its id and kind.
 
 use std::collections::HashMap;
@@ -23,8 +23,8 @@ use super::wire::{self, BodyKind, Endpoint, SessionCtx};
 use super::{HttpUpstream, SessionEnd, MAX_IN_FLIGHT};
 use crate::protocol::modern::{encode_header_value, mcp_name, MODERN_VERSION};
 use crate::protocol::{methods, Kind, Message, RawId};
-use crate::upstream::modern::{self, Action, Core};
 use crate::upstream::probe::{self, Verdict};
+use crate::upstream::stateless::{self, Action, StatelessSession};
 use crate::upstream::{InitInfo, Related, UpstreamCmd, UpstreamEvent};
 
 /// `Mcp-Method` / `Mcp-Name` (header names are case-insensitive).
@@ -41,7 +41,7 @@ enum Inner {
 }
 
 /// A session context for modern requests: no session id, the modern version header.
-pub(super) fn modern_ctx(endpoint: &Endpoint) -> SessionCtx {
+pub(super) fn stateless_ctx(endpoint: &Endpoint) -> SessionCtx {
     SessionCtx {
         endpoint: endpoint.clone(),
         session_id: None,
@@ -64,9 +64,9 @@ impl probe::Discover for Discoverer<'_> {
     /// The server could not be reached at all.
     async fn discover(&mut self) -> Result<Verdict, String> {
         let endpoint = self.endpoint;
-        let ctx = modern_ctx(endpoint);
+        let ctx = stateless_ctx(endpoint);
         let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
-        let params = modern::discover_params(self.capabilities);
+        let params = stateless::discover_params(self.capabilities);
         let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
         let resp = post(&ctx, &req, &[])
             .send()
@@ -148,15 +148,15 @@ fn post(
 impl HttpUpstream {
     /// Runs a modern session until shutdown, a restart the core asks for, or the hub
     /// going away. `info` is the probe's discover result (already sent as `Ready`).
-    pub(super) async fn modern_session(
+    pub(super) async fn stateless_session(
         &self,
         endpoint: &Endpoint,
         info: &InitInfo,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
     ) -> SessionEnd {
-        let ctx = Arc::new(modern_ctx(endpoint));
+        let ctx = Arc::new(stateless_ctx(endpoint));
         let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let mut core = Core::new(&self.config.name, caps, &info.capabilities);
+        let mut core = StatelessSession::new(&self.config.name, caps, &info.capabilities);
         let (itx, mut irx) = mpsc::channel::<Inner>(256);
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         // Dropping the set aborts every stream of this session.
@@ -173,7 +173,7 @@ impl HttpUpstream {
                         listen,
                         param_headers,
                     } => {
-                        let task = ModernPost {
+                        let task = StatelessPost {
                             ctx: ctx.clone(),
                             out: itx.clone(),
                             listen,
@@ -241,13 +241,13 @@ impl HttpUpstream {
 }
 
 /// One POST of a modern session.
-struct ModernPost {
+struct StatelessPost {
     ctx: Arc<SessionCtx>,
     out: mpsc::Sender<Inner>,
     listen: bool,
 }
 
-impl ModernPost {
+impl StatelessPost {
     async fn run(
         self,
         msg: Message,

@@ -1,7 +1,8 @@
 //! The stdio upstream actor: spawns the server process, probes its era with
 //! `server/discover` (unless `protocol = "legacy"`), performs the handshake or runs a
 //! 2026-07-28 session through its [`StatelessSession`], shuttles lines between the process and
-//! the hub, and restarts it with jittered exponential backoff when it dies.
+//! the hub. It is a [`Transport`]: the one restart loop (`driver`) starts a new
+//! process after backoff when one dies.
 //!
 //! Owns the child process: it is started with `kill_on_drop`, stopped by closing
 //! stdin, waiting, then killing — never left as a zombie. Reading and writing run as
@@ -22,9 +23,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
+use super::driver::{self, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed, Verdict};
 use super::stateless::{self, Action, StatelessSession};
-use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
+use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
 use crate::protocol::{methods, Kind, Message, RawId};
@@ -53,39 +55,16 @@ pub(crate) struct StdioUpstream {
     pub shutdown: CancellationToken,
 }
 
-/// Why one session with the child ended.
-enum SessionEnd {
-    Shutdown,
-    Died(String),
-}
-
 impl StdioUpstream {
-    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
-        let name = self.config.name.clone();
-        let mut failures = Failures::default();
-        loop {
-            // Commands queued for a dead session must not reach the next one.
-            while rx.try_recv().is_ok() {}
-            let started = tokio::time::Instant::now();
-            let end = self.session(&mut rx).await;
-            let reason = match end {
-                SessionEnd::Shutdown => return,
-                SessionEnd::Died(r) => r,
-            };
-            let sup = Supervisor {
-                id: self.id,
-                name: &name,
-                hub: &self.hub,
-                restart: &self.restart,
-                shutdown: &self.shutdown,
-            };
-            if !sup
-                .session_ended(&mut failures, started.elapsed(), reason, Vec::new(), false)
-                .await
-            {
-                return;
-            }
-        }
+    pub async fn run(self, rx: mpsc::Receiver<UpstreamCmd>) {
+        let sup = Supervisor {
+            id: self.id,
+            name: &self.config.name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        };
+        driver::run(sup, &self, rx).await;
     }
 
     fn command(&self) -> Result<Command, String> {
@@ -110,7 +89,11 @@ impl StdioUpstream {
         }
         Ok(cmd)
     }
+}
 
+impl Transport for StdioUpstream {
+    /// One child process: spawn, probe, handshake, then lines both ways until it
+    /// dies or mcpmux shuts down; the child is stopped either way.
     async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
         let name = &self.config.name;
         let mut child = match self
@@ -260,7 +243,9 @@ impl StdioUpstream {
         }
         self.stop(child, writer, end).await
     }
+}
 
+impl StdioUpstream {
     /// A 2026-07-28 session: every command and every line passes through the modern
     /// core; a separate write loop keeps a server that stops reading from stopping us
     /// reading it.

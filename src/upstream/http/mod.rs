@@ -2,8 +2,8 @@
 //! POST (unless `protocol = "legacy"`); a 2026-07-28 server gets a session without a
 //! session id (`stateless.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
 //! session, performs the handshake itself, POSTs each message the hub sends, forwards
-//! every message the server sends, and starts a new session when the old one dies or
-//! expires.
+//! every message the server sends. It is a [`Transport`]: the one restart loop
+//! (`driver`) starts a new session when the old one dies or expires.
 //!
 //! Owns the session: its `Mcp-Session-Id`, the negotiated version, the one GET stream
 //! and the in-flight POST tasks; all of them end with the session. Never interprets
@@ -50,8 +50,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::driver::{self, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed};
-use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
+use super::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
@@ -90,20 +91,8 @@ pub(crate) struct HttpUpstream {
     pub shutdown: CancellationToken,
 }
 
-/// Why one session ended.
-enum SessionEnd {
-    Shutdown,
-    /// The handshake failed or the transport is unusable.
-    Died(String),
-    /// The server forgot the session; `orphans` answer requests that found out.
-    Expired {
-        reason: String,
-        orphans: Vec<Message>,
-    },
-}
-
 impl HttpUpstream {
-    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
+    pub async fn run(self, rx: mpsc::Receiver<UpstreamCmd>) {
         let name = self.config.name.clone();
         let endpoint = match self.endpoint() {
             Ok(e) => e,
@@ -117,30 +106,18 @@ impl HttpUpstream {
                 return;
             }
         };
-        let mut failures = Failures::default();
-        loop {
-            // Commands queued for a dead session must not reach the next one.
-            while rx.try_recv().is_ok() {}
-            let started = tokio::time::Instant::now();
-            let (reason, orphans, expired) = match self.session(&endpoint, &mut rx).await {
-                SessionEnd::Shutdown => return,
-                SessionEnd::Died(r) => (r, Vec::new(), false),
-                SessionEnd::Expired { reason, orphans } => (reason, orphans, true),
-            };
-            let sup = Supervisor {
-                id: self.id,
-                name: &name,
-                hub: &self.hub,
-                restart: &self.restart,
-                shutdown: &self.shutdown,
-            };
-            if !sup
-                .session_ended(&mut failures, started.elapsed(), reason, orphans, expired)
-                .await
-            {
-                return;
-            }
-        }
+        let sup = Supervisor {
+            id: self.id,
+            name: &name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        };
+        let sessions = Sessions {
+            up: &self,
+            endpoint,
+        };
+        driver::run(sup, &sessions, rx).await;
     }
 
     fn endpoint(&self) -> Result<Endpoint, String> {
@@ -324,6 +301,18 @@ impl HttpUpstream {
             Ok(Err(e)) => tracing::debug!(upstream = %name, error = %e, "DELETE failed"),
             Err(_) => tracing::debug!(upstream = %name, "DELETE timed out"),
         }
+    }
+}
+
+/// The sessions of one server at one endpoint, for the restart loop.
+struct Sessions<'a> {
+    up: &'a HttpUpstream,
+    endpoint: Endpoint,
+}
+
+impl Transport for Sessions<'_> {
+    async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
+        self.up.session(&self.endpoint, rx).await
     }
 }
 

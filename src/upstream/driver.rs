@@ -6,17 +6,23 @@
 //! or probe is done), hands the hub answers synthesized for requests the dead session
 //! left, and waits out the backoff, until shutdown or `restart.max_failures`.
 //!
-//! Owns the failure count; never touches a transport's sockets or processes, and
-//! never interprets a message.
+//! [`run_stateless`] is the one loop of a stateless (2026-07-28) session over either
+//! transport: it feeds the [`StatelessSession`] and carries out its actions; what
+//! differs by transport (sending, stopping, reading) is behind [`StatelessIo`].
+//!
+//! Owns the failure count and the session's action queue; never touches a
+//! transport's sockets or processes, and never interprets a message (the
+//! `StatelessSession` does).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::stateless::{Action, StatelessSession};
 use super::{backoff, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::RestartConfig;
-use crate::protocol::Message;
+use crate::protocol::{Message, RawId};
 use crate::state::ids::UpstreamId;
 
 /// Why one session of a transport ended.
@@ -138,6 +144,127 @@ impl Supervisor<'_> {
         tokio::select! {
             _ = tokio::time::sleep(delay) => true,
             _ = self.shutdown.cancelled() => false,
+        }
+    }
+}
+
+/// What the transport of a stateless session heard from the server.
+#[derive(Debug)]
+pub(crate) enum Inbound {
+    /// A message, with what the transport knows of the request it belongs to.
+    Message(Message, Related),
+    /// The stream of listen `id` ended without its result (HTTP).
+    ListenLost(RawId),
+}
+
+/// The transport-specific part of a stateless (2026-07-28) session: how a message is
+/// sent, how a request or listen is stopped, where the server's messages come from.
+pub(crate) trait StatelessIo {
+    /// Sends `msg` (never waits: queue it or start a task). `listen` marks a
+    /// `subscriptions/listen`; `param_headers` are `Mcp-Param-*` for HTTP.
+    fn send(&mut self, msg: Message, listen: bool, param_headers: Vec<(String, String)>);
+    /// Stops the request or listen `id` (HTTP: drop its stream; stdio:
+    /// `notifications/cancelled`).
+    fn stop(&mut self, id: &RawId);
+    /// The next thing the server says. Cancel-safe.
+    ///
+    /// # Errors
+    /// The transport failed: the session ends with this reason.
+    async fn inbound(&mut self) -> Result<Inbound, String>;
+}
+
+/// How many commands queued together are applied in one turn (so a burst of
+/// subscribes costs one listen change).
+const COMMAND_BATCH: usize = 256;
+
+/// The one loop of a stateless session over either transport: feeds the
+/// [`StatelessSession`] the hub's commands (in bursts), the server's messages and its
+/// timer, and carries out its [`Action`]s through `io` and the hub. Returns when
+/// mcpmux shuts down or the hub goes away (`Shutdown`), the transport fails, or the
+/// session asks for a restart (`Died`, after the other actions of that turn).
+pub(crate) async fn run_stateless(
+    sup: &Supervisor<'_>,
+    session: &mut StatelessSession,
+    io: &mut impl StatelessIo,
+    rx: &mut mpsc::Receiver<UpstreamCmd>,
+) -> SessionEnd {
+    let mut acts = Vec::new();
+    session.start(Instant::now(), &mut acts);
+    let end = loop {
+        let mut restart = None;
+        for a in acts.drain(..) {
+            match a {
+                Action::Send {
+                    msg,
+                    listen,
+                    param_headers,
+                } => io.send(msg, listen, param_headers),
+                Action::Stop(id) => io.stop(&id),
+                Action::Hub(m, related) => {
+                    let event = UpstreamEvent::Message(m, related);
+                    if sup.hub.send(sup.id, event).await.is_err() {
+                        return SessionEnd::Shutdown;
+                    }
+                }
+                Action::Restart(why) => restart = Some(why),
+            }
+        }
+        if let Some(why) = restart {
+            break SessionEnd::Died(why);
+        }
+        let deadline = session.deadline().map(tokio::time::Instant::from_std);
+        let timer = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            biased;
+            _ = sup.shutdown.cancelled() => break SessionEnd::Shutdown,
+            inbound = io.inbound() => match inbound {
+                Ok(Inbound::Message(m, related)) => session.on_message(m, related, Instant::now(), &mut acts),
+                Ok(Inbound::ListenLost(id)) => session.on_listen_lost(&id, Instant::now(), &mut acts),
+                Err(e) => break SessionEnd::Died(e),
+            },
+            cmd = rx.recv() => match cmd {
+                Some(cmd) => {
+                    session.on_command(cmd, Instant::now(), &mut acts);
+                    for _ in 0..COMMAND_BATCH {
+                        let Ok(cmd) = rx.try_recv() else { break };
+                        session.on_command(cmd, Instant::now(), &mut acts);
+                    }
+                }
+                // The hub dropped its handle: it is gone.
+                None => break SessionEnd::Shutdown,
+            },
+            _ = timer => session.on_timer(Instant::now(), &mut acts),
+        }
+    };
+    tracing::debug!(upstream = %sup.name, listens = session.listens_opened(), "stateless session ended");
+    end
+}
+
+/// At shutdown: applies the commands the hub queued last (its last unsubscribes close
+/// the listen) and hands what they send or stop to `io`; nothing goes to the hub.
+pub(crate) fn settle_queued(
+    session: &mut StatelessSession,
+    io: &mut impl StatelessIo,
+    rx: &mut mpsc::Receiver<UpstreamCmd>,
+) {
+    let mut acts = Vec::new();
+    while let Ok(cmd) = rx.try_recv() {
+        session.on_command(cmd, Instant::now(), &mut acts);
+    }
+    for a in acts {
+        match a {
+            Action::Send {
+                msg,
+                listen,
+                param_headers,
+            } => io.send(msg, listen, param_headers),
+            Action::Stop(id) => io.stop(&id),
+            Action::Hub(..) | Action::Restart(_) => {}
         }
     }
 }

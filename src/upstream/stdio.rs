@@ -11,7 +11,7 @@
 //! awaits a client.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -23,9 +23,9 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::driver::{self, SessionEnd, Supervisor, Transport};
+use super::driver::{self, Inbound, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed, Verdict};
-use super::stateless::{self, Action, StatelessSession};
+use super::stateless::{self, StatelessSession};
 use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
@@ -57,14 +57,7 @@ pub(crate) struct StdioUpstream {
 
 impl StdioUpstream {
     pub async fn run(self, rx: mpsc::Receiver<UpstreamCmd>) {
-        let sup = Supervisor {
-            id: self.id,
-            name: &self.config.name,
-            hub: &self.hub,
-            restart: &self.restart,
-            shutdown: &self.shutdown,
-        };
-        driver::run(sup, &self, rx).await;
+        driver::run(self.supervisor(), &self, rx).await;
     }
 
     fn command(&self) -> Result<Command, String> {
@@ -246,19 +239,23 @@ impl Transport for StdioUpstream {
 }
 
 impl StdioUpstream {
-    /// A 2026-07-28 session: every command and every line passes through the modern
-    /// core; a separate write loop keeps a server that stops reading from stopping us
-    /// reading it.
+    /// A 2026-07-28 session: the shared stateless loop (`driver::run_stateless`) over
+    /// the child's pipes; a separate write loop keeps a server that stops reading from
+    /// stopping us reading it.
     async fn stateless_session(
         &self,
-        mut core: StatelessSession,
+        mut session: StatelessSession,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
         child: &mut Child,
-        writer: &mut FramedWrite<ChildStdin, JsonLines>,
-        reader: &mut FramedRead<ChildStdout, JsonLines>,
+        writer: &mut Writer,
+        reader: &mut Reader,
     ) -> SessionEnd {
-        let name = &self.config.name;
         let (wtx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+        let mut io = Pipes {
+            wtx,
+            reader,
+            name: &self.config.name,
+        };
         let end = {
             let write_loop = async {
                 while let Some(bytes) = wrx.recv().await {
@@ -268,89 +265,19 @@ impl StdioUpstream {
                 }
                 "mcpmux is shutting down".to_owned()
             };
-            let main_loop = async {
-                let mut acts = Vec::new();
-                core.start(Instant::now(), &mut acts);
-                loop {
-                    for a in acts.drain(..) {
-                        match a {
-                            Action::Send { msg, .. } => {
-                                let _ = wtx.send(msg.to_bytes());
-                            }
-                            Action::Stop(id) => {
-                                let _ = wtx.send(cancel_note(&id).to_bytes());
-                            }
-                            Action::Hub(m, related) => {
-                                if self
-                                    .hub
-                                    .send(self.id, UpstreamEvent::Message(m, related))
-                                    .await
-                                    .is_err()
-                                {
-                                    return SessionEnd::Shutdown;
-                                }
-                            }
-                            Action::Restart(why) => return SessionEnd::Died(why),
-                        }
-                    }
-                    let deadline = core.deadline().map(tokio::time::Instant::from_std);
-                    let timer = async {
-                        match deadline {
-                            Some(d) => tokio::time::sleep_until(d).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        cmd = rx.recv() => match cmd {
-                            Some(cmd) => {
-                                core.on_command(cmd, Instant::now(), &mut acts);
-                                // Apply a burst of commands together (one listen change).
-                                for _ in 0..256 {
-                                    let Ok(cmd) = rx.try_recv() else { break };
-                                    core.on_command(cmd, Instant::now(), &mut acts);
-                                }
-                            }
-                            None => return SessionEnd::Shutdown,
-                        },
-                        msg = read_message(reader, name, "") => match msg {
-                            // The answer to a handshake begun before a late
-                            // `server/discover` answer made the session modern.
-                            Ok(msg) if msg.kind() == Kind::Response
-                                && msg.id().is_some_and(|i| i.as_json() == INIT_ID) => {
-                                tracing::debug!(upstream = %name, "answer to the abandoned initialize ignored");
-                            }
-                            Ok(msg) => core.on_message(msg, Related::Unknown, Instant::now(), &mut acts),
-                            Err(e) => return SessionEnd::Died(e),
-                        },
-                        _ = timer => core.on_timer(Instant::now(), &mut acts),
-                    }
-                }
-            };
+            let sup = self.supervisor();
             tokio::select! {
                 r = write_loop => SessionEnd::Died(r),
-                r = main_loop => r,
+                r = driver::run_stateless(&sup, &mut session, &mut io, rx) => r,
                 status = child.wait() => SessionEnd::Died(exit_text(status)),
                 _ = self.shutdown.cancelled() => SessionEnd::Shutdown,
             }
         };
         if let SessionEnd::Shutdown = end {
             // The hub's last unsubscribes close the listen; deliver what that writes.
+            driver::settle_queued(&mut session, &mut io, rx);
             let flush = async {
-                let mut acts = Vec::new();
-                while let Ok(cmd) = rx.try_recv() {
-                    core.on_command(cmd, Instant::now(), &mut acts);
-                }
                 while let Ok(bytes) = wrx.try_recv() {
-                    if writer.send(bytes).await.is_err() {
-                        return;
-                    }
-                }
-                for a in acts {
-                    let bytes = match a {
-                        Action::Send { msg, .. } => msg.to_bytes(),
-                        Action::Stop(id) => cancel_note(&id).to_bytes(),
-                        _ => continue,
-                    };
                     if writer.send(bytes).await.is_err() {
                         return;
                     }
@@ -359,6 +286,16 @@ impl StdioUpstream {
             let _ = tokio::time::timeout(STOP_GRACE, flush).await;
         }
         end
+    }
+
+    fn supervisor(&self) -> Supervisor<'_> {
+        Supervisor {
+            id: self.id,
+            name: &self.config.name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        }
     }
 
     /// Sends `initialize`, waits for its answer (answering pings, logging anything
@@ -477,6 +414,37 @@ impl probe::Discover for Discoverer<'_> {
                 return Ok(probe::read_discover(&msg));
             }
             tracing::debug!(upstream = %self.name, message = ?msg, "message before the server/discover answer ignored");
+        }
+    }
+}
+
+/// A stateless session's side of the child's pipes: writes go to the write loop,
+/// reads come from stdout.
+struct Pipes<'a> {
+    wtx: mpsc::UnboundedSender<Bytes>,
+    reader: &'a mut Reader,
+    name: &'a str,
+}
+
+impl driver::StatelessIo for Pipes<'_> {
+    fn send(&mut self, msg: Message, _listen: bool, _param_headers: Vec<(String, String)>) {
+        let _ = self.wtx.send(msg.to_bytes());
+    }
+
+    fn stop(&mut self, id: &RawId) {
+        let _ = self.wtx.send(cancel_note(id).to_bytes());
+    }
+
+    async fn inbound(&mut self) -> Result<Inbound, String> {
+        loop {
+            let msg = read_message(self.reader, self.name, "").await?;
+            // The answer to a handshake begun before a late `server/discover` answer
+            // made the session modern.
+            if msg.kind() == Kind::Response && msg.id().is_some_and(|i| i.as_json() == INIT_ID) {
+                tracing::debug!(upstream = %self.name, "answer to the abandoned initialize ignored");
+                continue;
+            }
+            return Ok(Inbound::Message(msg, Related::Unknown));
         }
     }
 }

@@ -4,13 +4,14 @@
 //! `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`), a listen is a POST whose SSE answer stays
 //! open, and stopping a request or a listen is dropping its stream.
 //!
-//! Owns the POST tasks of the session and their abort handles. Everything the server
+//! It is the HTTP side of the shared stateless loop (`driver::run_stateless`,
+//! through `StatelessIo`): owns the POST tasks of the session and their abort
+//! handles. Everything the server
 //! sends passes through the [`StatelessSession`] before it reaches the hub; never parses
 //! more of a message than its id and kind.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
 
 use futures_util::StreamExt;
 use reqwest::header::HeaderValue;
@@ -23,22 +24,14 @@ use super::wire::{self, BodyKind, Endpoint, SessionCtx};
 use super::{HttpUpstream, SessionEnd, MAX_IN_FLIGHT};
 use crate::protocol::modern::{encode_header_value, mcp_name, MODERN_VERSION};
 use crate::protocol::{methods, Kind, Message, RawId};
+use crate::upstream::driver::{self, Inbound, Supervisor};
 use crate::upstream::probe::{self, Verdict};
-use crate::upstream::stateless::{self, Action, StatelessSession};
-use crate::upstream::{InitInfo, Related, UpstreamCmd, UpstreamEvent};
+use crate::upstream::stateless::{self, StatelessSession};
+use crate::upstream::{InitInfo, Related, UpstreamCmd};
 
 /// `Mcp-Method` / `Mcp-Name` (header names are case-insensitive).
 const HEADER_METHOD: &str = "mcp-method";
 const HEADER_NAME: &str = "mcp-name";
-
-/// What a POST task tells the session.
-#[derive(Debug)]
-enum Inner {
-    /// A message the server sent on the stream of request `Related`.
-    Message(Message, Related),
-    /// The stream of listen `id` ended without its result.
-    ListenLost(RawId),
-}
 
 /// A session context for modern requests: no session id, the modern version header.
 pub(super) fn stateless_ctx(endpoint: &Endpoint) -> SessionCtx {
@@ -146,104 +139,81 @@ fn post(
 }
 
 impl HttpUpstream {
-    /// Runs a modern session until shutdown, a restart the core asks for, or the hub
-    /// going away. `info` is the probe's discover result (already sent as `Ready`).
+    /// Runs a stateless session (the shared loop, `driver::run_stateless`, over POSTs)
+    /// until shutdown, a restart the session asks for, or the hub going away. `info`
+    /// is the probe's discover result (already sent as `Ready`).
     pub(super) async fn stateless_session(
         &self,
         endpoint: &Endpoint,
         info: &InitInfo,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
     ) -> SessionEnd {
-        let ctx = Arc::new(stateless_ctx(endpoint));
         let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let mut core = StatelessSession::new(&self.config.name, caps, &info.capabilities);
-        let (itx, mut irx) = mpsc::channel::<Inner>(256);
-        let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        // Dropping the set aborts every stream of this session.
-        let mut tasks = JoinSet::new();
-        let mut streams: HashMap<RawId, AbortHandle> = HashMap::new();
-        let mut acts = Vec::new();
-        core.start(Instant::now(), &mut acts);
-        let end = loop {
-            let mut restart = None;
-            for a in acts.drain(..) {
-                match a {
-                    Action::Send {
-                        msg,
-                        listen,
-                        param_headers,
-                    } => {
-                        let task = StatelessPost {
-                            ctx: ctx.clone(),
-                            out: itx.clone(),
-                            listen,
-                        };
-                        let id = msg.id().cloned();
-                        let permits = (!listen).then(|| permits.clone());
-                        let handle = tasks.spawn(task.run(msg, param_headers, permits));
-                        if let Some(id) = id {
-                            streams.retain(|_, h| !h.is_finished());
-                            streams.insert(id, handle);
-                        }
-                    }
-                    Action::Stop(id) => {
-                        if let Some(h) = streams.remove(&id) {
-                            h.abort();
-                        }
-                    }
-                    Action::Hub(m, related) => {
-                        if self
-                            .hub
-                            .send(self.id, UpstreamEvent::Message(m, related))
-                            .await
-                            .is_err()
-                        {
-                            return SessionEnd::Shutdown;
-                        }
-                    }
-                    Action::Restart(why) => restart = Some(why),
-                }
-            }
-            if let Some(why) = restart {
-                break SessionEnd::Died(why);
-            }
-            while tasks.try_join_next().is_some() {}
-            let deadline = core.deadline().map(tokio::time::Instant::from_std);
-            let timer = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
-                Some(inner) = irx.recv() => match inner {
-                    Inner::Message(m, related) => core.on_message(m, related, Instant::now(), &mut acts),
-                    Inner::ListenLost(id) => core.on_listen_lost(&id, Instant::now(), &mut acts),
-                },
-                cmd = rx.recv() => match cmd {
-                    Some(cmd) => {
-                        core.on_command(cmd, Instant::now(), &mut acts);
-                        for _ in 0..256 {
-                            let Ok(cmd) = rx.try_recv() else { break };
-                            core.on_command(cmd, Instant::now(), &mut acts);
-                        }
-                    }
-                    None => break SessionEnd::Shutdown,
-                },
-                _ = timer => core.on_timer(Instant::now(), &mut acts),
-            }
+        let mut session = StatelessSession::new(&self.config.name, caps, &info.capabilities);
+        let (itx, irx) = mpsc::channel::<Inbound>(256);
+        let mut io = Posts {
+            ctx: Arc::new(stateless_ctx(endpoint)),
+            itx,
+            irx,
+            permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+            tasks: JoinSet::new(),
+            streams: HashMap::new(),
         };
-        tracing::debug!(upstream = %endpoint.name, listens = core.listens_opened(), "modern session ended");
-        end
+        let sup = Supervisor {
+            id: self.id,
+            name: &self.config.name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        };
+        driver::run_stateless(&sup, &mut session, &mut io, rx).await
     }
 }
 
-/// One POST of a modern session.
+/// The POSTs of one stateless session: one task per message, each request's or
+/// listen's stream abortable by its id. Dropping it aborts every stream.
+struct Posts {
+    ctx: Arc<SessionCtx>,
+    itx: mpsc::Sender<Inbound>,
+    irx: mpsc::Receiver<Inbound>,
+    permits: Arc<Semaphore>,
+    tasks: JoinSet<()>,
+    streams: HashMap<RawId, AbortHandle>,
+}
+
+impl driver::StatelessIo for Posts {
+    fn send(&mut self, msg: Message, listen: bool, param_headers: Vec<(String, String)>) {
+        while self.tasks.try_join_next().is_some() {}
+        let task = StatelessPost {
+            ctx: self.ctx.clone(),
+            out: self.itx.clone(),
+            listen,
+        };
+        let id = msg.id().cloned();
+        let permits = (!listen).then(|| self.permits.clone());
+        let handle = self.tasks.spawn(task.run(msg, param_headers, permits));
+        if let Some(id) = id {
+            self.streams.retain(|_, h| !h.is_finished());
+            self.streams.insert(id, handle);
+        }
+    }
+
+    fn stop(&mut self, id: &RawId) {
+        if let Some(h) = self.streams.remove(id) {
+            h.abort();
+        }
+    }
+
+    async fn inbound(&mut self) -> Result<Inbound, String> {
+        // `itx` lives here, so the channel never closes.
+        Ok(self.irx.recv().await.expect("the session holds a sender"))
+    }
+}
+
+/// One POST of a stateless session.
 struct StatelessPost {
     ctx: Arc<SessionCtx>,
-    out: mpsc::Sender<Inner>,
+    out: mpsc::Sender<Inbound>,
     listen: bool,
 }
 
@@ -267,12 +237,12 @@ impl StatelessPost {
         match (id, self.listen) {
             (Some(id), true) => {
                 tracing::debug!(upstream = %self.ctx.endpoint.name, listen = %id, error = %what, "upstream listen stream ended");
-                let _ = self.out.send(Inner::ListenLost(id)).await;
+                let _ = self.out.send(Inbound::ListenLost(id)).await;
             }
             (Some(id), false) => {
                 tracing::warn!(upstream = %self.ctx.endpoint.name, ?method, error = %what, "upstream request failed; answering it with an error");
                 let err = self.ctx.synthesized_error(&id, &what);
-                let _ = self.out.send(Inner::Message(err, Related::Nothing)).await;
+                let _ = self.out.send(Inbound::Message(err, Related::Nothing)).await;
             }
             (None, _) => {
                 tracing::debug!(upstream = %self.ctx.endpoint.name, ?method, error = %what, "upstream notification not delivered")
@@ -301,7 +271,7 @@ impl StatelessPost {
             // A modern error status carries the JSON-RPC error: pass it on as is.
             let body = wire::read_bounded(resp, max).await.unwrap_or_default();
             if let Some(m) = Message::parse(&body).ok().filter(|m| is_answer(m)) {
-                let _ = self.out.send(Inner::Message(m, related)).await;
+                let _ = self.out.send(Inbound::Message(m, related)).await;
                 return None;
             }
             let detail = serde_json::from_slice::<Value>(&body)
@@ -329,7 +299,7 @@ impl StatelessPost {
                         answered |= is_answer(&m);
                         if self
                             .out
-                            .send(Inner::Message(m, related.clone()))
+                            .send(Inbound::Message(m, related.clone()))
                             .await
                             .is_err()
                         {
@@ -354,7 +324,7 @@ impl StatelessPost {
                         answered |= is_answer(&m);
                         if self
                             .out
-                            .send(Inner::Message(m, related.clone()))
+                            .send(Inbound::Message(m, related.clone()))
                             .await
                             .is_err()
                         {

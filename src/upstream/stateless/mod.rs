@@ -10,7 +10,8 @@
 //! - `logging/setLevel` and `ping` are answered here (the era has neither);
 //! - `input_required` results of a legacy client's request are bridged ([`bridge`]).
 //!
-//! Pure state: the stdio and HTTP actors feed it and carry out its [`Action`]s. Never
+//! Pure state: one loop (`driver::run_stateless`) feeds it over either transport and
+//! carries out its [`Action`]s. Never
 //! does I/O, never blocks; the `_meta` it writes replaces only the era's own keys.
 
 pub(crate) mod bridge;

@@ -4,11 +4,10 @@
 //! `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`), a listen is a POST whose SSE answer stays
 //! open, and stopping a request or a listen is dropping its stream.
 //!
-//! It is the HTTP side of the shared stateless loop (`driver::run_stateless`,
-//! through `StatelessIo`): owns the POST tasks of the session and their abort
-//! handles. Everything the server
-//! sends passes through the [`StatelessSession`] before it reaches the hub; never parses
-//! more of a message than its id and kind.
+//! It is the HTTP side of the shared stateless loop (`driver::run_stateless`, through
+//! `StatelessIo`): owns the POST tasks of the session and their abort handles.
+//! Everything the server sends passes through the [`StatelessSession`] before it
+//! reaches the hub; never parses more of a message than its id and kind.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -193,20 +193,16 @@ pub(crate) async fn run_stateless(
     let end = loop {
         let mut restart = None;
         for a in acts.drain(..) {
-            match a {
-                Action::Send {
-                    msg,
-                    listen,
-                    param_headers,
-                } => io.send(msg, listen, param_headers),
-                Action::Stop(id) => io.stop(&id),
-                Action::Hub(m, related) => {
+            match carry_out(a, io) {
+                None => {}
+                Some(Action::Hub(m, related)) => {
                     let event = UpstreamEvent::Message(m, related);
                     if sup.hub.send(sup.id, event).await.is_err() {
                         return SessionEnd::Shutdown;
                     }
                 }
-                Action::Restart(why) => restart = Some(why),
+                Some(Action::Restart(why)) => restart = Some(why),
+                Some(Action::Send { .. } | Action::Stop(_)) => unreachable!("carried out"),
             }
         }
         if let Some(why) = restart {
@@ -257,14 +253,20 @@ pub(crate) fn settle_queued(
         session.on_command(cmd, Instant::now(), &mut acts);
     }
     for a in acts {
-        match a {
-            Action::Send {
-                msg,
-                listen,
-                param_headers,
-            } => io.send(msg, listen, param_headers),
-            Action::Stop(id) => io.stop(&id),
-            Action::Hub(..) | Action::Restart(_) => {}
-        }
+        carry_out(a, io);
     }
+}
+
+/// Hands a `Send` or a `Stop` to the transport; gives any other action back.
+fn carry_out(a: Action, io: &mut impl StatelessIo) -> Option<Action> {
+    match a {
+        Action::Send {
+            msg,
+            listen,
+            param_headers,
+        } => io.send(msg, listen, param_headers),
+        Action::Stop(id) => io.stop(&id),
+        other => return Some(other),
+    }
+    None
 }

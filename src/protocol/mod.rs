@@ -2,6 +2,7 @@
 //! methods the proxy interprets. No tasks, no state, no I/O.
 
 pub mod codec;
+pub mod listen;
 pub mod message;
 pub mod methods;
 pub mod modern;

@@ -131,6 +131,16 @@ fn name_member(method: &str) -> Option<&'static str> {
     }
 }
 
+/// The `Mcp-Name` value of a request (before header encoding): the params member its
+/// method mirrors, `params.name` of `tools/call` and `prompts/get`, `params.uri` of
+/// `resources/read`; `None` for other methods or when the member is missing. The one
+/// rule for both sides (checking a client's header, computing one for an upstream).
+pub fn mcp_name(msg: &Message) -> Option<String> {
+    let member = name_member(msg.method()?)?;
+    let params: Value = serde_json::from_str(msg.params()?.get()).ok()?;
+    params.get(member)?.as_str().map(str::to_owned)
+}
+
 /// Validates a modern request's `_meta` (any transport): the version is present and
 /// supported, and the client capabilities are declared.
 ///
@@ -201,11 +211,8 @@ pub fn validate_http(msg: &Message, h: &Headers<'_>) -> Result<RequestMeta, Reje
         }
         _ => {}
     }
-    if let Some(member) = name_member(method) {
-        let body: Option<String> = msg
-            .params()
-            .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-            .and_then(|p| p.get(member).and_then(Value::as_str).map(str::to_owned));
+    if name_member(method).is_some() {
+        let body = mcp_name(msg);
         let Some(raw) = h.name else {
             return Err(mismatch(format!(
                 "Header mismatch: Mcp-Name header is required for {method}"

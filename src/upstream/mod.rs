@@ -1,8 +1,9 @@
 //! Upstream actors: each owns one upstream transport (a stdio child or a Streamable
 //! HTTP session), finds the server's era (`probe`) and performs the `initialize`
-//! handshake or runs a 2026-07-28 session through the modern core (`modern`), forwards
-//! every inbound message to the hub, and restarts with backoff when the transport
-//! dies (docs/architecture.md, "Upstreams of both eras"). Never awaits a client; a
+//! handshake or runs a stateless 2026-07-28 session (`stateless`), forwards
+//! every inbound message to the hub; one restart loop (`driver`) runs the sessions of
+//! either transport and restarts them with backoff (docs/architecture.md, "Upstream
+//! failure", "Upstreams of both eras"). Never awaits a client; a
 //! legacy session never interprets messages beyond the handshake.
 
 use bytes::Bytes;
@@ -140,83 +141,6 @@ pub(crate) fn initialize_params(config: &ServerConfig) -> serde_json::Value {
     })
 }
 
-/// Consecutive failed sessions of one upstream: drives the backoff and the decision
-/// to mark it down. A session that lived longer than the longest backoff (at least
-/// 10 s) was a success and starts the count again.
-#[derive(Debug, Default)]
-pub(crate) struct Failures {
-    count: u32,
-}
-
-impl Failures {
-    /// Records a session that ended after `lived`; returns the count and whether to
-    /// try again.
-    pub fn record(&mut self, lived: Duration, cfg: &RestartConfig) -> (u32, bool) {
-        if lived > Duration::from_millis(cfg.max_backoff_ms.max(10_000)) {
-            self.count = 0;
-        }
-        self.count += 1;
-        (self.count, self.count < cfg.max_failures)
-    }
-}
-
-/// What both actors do between sessions: count the failure, tell the hub, hand it
-/// any answers synthesized for requests the dead session left, then wait out the
-/// backoff.
-pub(crate) struct Supervisor<'a> {
-    pub id: UpstreamId,
-    pub name: &'a str,
-    pub hub: &'a UpstreamLink,
-    pub restart: &'a RestartConfig,
-    pub shutdown: &'a CancellationToken,
-}
-
-impl Supervisor<'_> {
-    /// Returns `false` when the actor must stop: the hub is gone, mcpmux is shutting
-    /// down, or the upstream failed `max_failures` times in a row (marked down; it
-    /// then waits for shutdown). `retry_at_once` skips the backoff for the first
-    /// failure (a session expiry: the spec says to start a new session at once).
-    pub async fn session_ended(
-        &self,
-        failures: &mut Failures,
-        lived: Duration,
-        reason: String,
-        orphans: Vec<Message>,
-        retry_at_once: bool,
-    ) -> bool {
-        let (count, retrying) = failures.record(lived, self.restart);
-        tracing::warn!(upstream = %self.name, %reason, failures = count, retrying, "upstream session ended");
-        let down = UpstreamEvent::Down { reason, retrying };
-        if self.hub.send(self.id, down).await.is_err() {
-            return false;
-        }
-        for m in orphans {
-            if self
-                .hub
-                .send(self.id, UpstreamEvent::Message(m, Related::Nothing))
-                .await
-                .is_err()
-            {
-                return false;
-            }
-        }
-        if !retrying {
-            tracing::error!(upstream = %self.name, failures = count, "upstream keeps failing; marked down (restart mcpmux to try again)");
-            self.shutdown.cancelled().await;
-            return false;
-        }
-        let delay = if retry_at_once && count == 1 {
-            Duration::ZERO
-        } else {
-            backoff(self.restart, count)
-        };
-        tokio::select! {
-            _ = tokio::time::sleep(delay) => true,
-            _ = self.shutdown.cancelled() => false,
-        }
-    }
-}
-
 /// What the hub tells an upstream actor.
 #[derive(Debug)]
 pub enum UpstreamCmd {
@@ -292,9 +216,10 @@ impl UpstreamHandle {
     }
 }
 
+mod driver;
 mod http;
-pub(crate) mod modern;
 pub mod probe;
+pub(crate) mod stateless;
 mod stdio;
 
 use std::sync::Arc;

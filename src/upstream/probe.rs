@@ -3,8 +3,19 @@
 //! dual-era rules say, and `mcpmux check --probe`, which starts each configured
 //! server's actor just long enough to see its first session and reports what it found.
 //!
-//! Never keys the fallback to one error code: anything that is not a `DiscoverResult`
-//! naming 2026-07-28 means "use the handshake" (unless `protocol = "modern"`).
+//! The rule ([`read_discover`], [`probe`]; both transports use it):
+//! - a `DiscoverResult` whose `supportedVersions` names 2026-07-28: a 2026-07-28 server;
+//! - a recognized 2026-07-28 error is evidence of a 2026-07-28 server, so the probe
+//!   asks once more, as the spec says ("retry with a supported version"; mcpmux speaks
+//!   one): -32022 (unsupported version) whose `data.supported` names 2026-07-28, or
+//!   -32020 (header mismatch) / -32021 (missing client capability). A second such
+//!   answer falls back like any other;
+//! - anything else (another error, -32022 naming only versions mcpmux does not speak,
+//!   an error status, silence, other versions): "use the handshake", or a failed
+//!   session with `protocol = "modern"`.
+//!
+//! Never keys the fallback to one error code: only a `DiscoverResult` makes a session
+//! 2026-07-28, and every other answer still ends in the handshake.
 
 use std::time::Duration;
 
@@ -15,7 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{Era, InitInfo, UpstreamEvent, UpstreamLink};
 use crate::config::{CacheScope, Config, UpstreamProtocol};
-use crate::protocol::modern::{meta, MODERN_VERSION};
+use crate::protocol::modern::{code, meta, MODERN_VERSION};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 
@@ -27,11 +38,18 @@ pub(crate) const DISCOVER_ID: &str = "\"mcpmux-discover\"";
 /// `restart.init_timeout_ms`).
 pub const STDIO_PROBE_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// What the probe found.
+/// How often the probe asks again after an answer that is evidence of a 2026-07-28
+/// server without being its `DiscoverResult`.
+pub(crate) const DISCOVER_RETRIES: u32 = 1;
+
+/// What one answer to the probe says.
 #[derive(Debug)]
 pub(crate) enum Verdict {
     /// A 2026-07-28 server; its discover result.
     Modern(InitInfo),
+    /// A recognized 2026-07-28 error: the server is of that era; ask again. Why, for
+    /// the log.
+    Retry(String),
     /// Not (usable as) a 2026-07-28 server; why, for the log.
     Legacy(String),
 }
@@ -40,11 +58,19 @@ pub(crate) enum Verdict {
 pub(crate) fn read_discover(answer: &Message) -> Verdict {
     if let Some(err) = answer.error() {
         let err: Value = serde_json::from_str(err.get()).unwrap_or_default();
-        return Verdict::Legacy(format!(
+        let why = format!(
             "server/discover answered an error ({} {})",
             err["code"],
             err["message"].as_str().unwrap_or_default()
-        ));
+        );
+        let names_ours = err["data"]["supported"]
+            .as_array()
+            .is_some_and(|v| v.iter().any(|v| v.as_str() == Some(MODERN_VERSION)));
+        return match err["code"].as_i64() {
+            Some(code::UNSUPPORTED_VERSION) if names_ours => Verdict::Retry(why),
+            Some(code::HEADER_MISMATCH | code::MISSING_CAPABILITY) => Verdict::Retry(why),
+            _ => Verdict::Legacy(why),
+        };
     }
     let result: Value = answer
         .result()
@@ -76,6 +102,73 @@ pub(crate) fn read_discover(answer: &Message) -> Verdict {
         instructions: result["instructions"].as_str().map(str::to_owned),
         dual: None,
     })
+}
+
+/// One exchange of the probe over a transport: send `server/discover` (with the id
+/// [`DISCOVER_ID`]) and read its answer with [`read_discover`].
+pub(crate) trait Discover {
+    /// # Errors
+    /// The transport failed (the session cannot go on).
+    async fn discover(&mut self) -> Result<Verdict, String>;
+}
+
+/// What the probe decided for a session.
+#[derive(Debug)]
+pub(crate) enum Probed {
+    /// A 2026-07-28 server; its discover result.
+    Modern(InitInfo),
+    /// Use the `initialize` handshake. `unanswered`: the probe got no answer in time
+    /// (a slow server may still answer it during the handshake).
+    Legacy { unanswered: bool },
+    /// The session fails: the transport failed, or `protocol = "modern"` and the
+    /// server is not.
+    Failed(String),
+}
+
+/// The era probe of one session (the rule in the module header), within `wait`.
+/// `protocol` is the server's setting (`legacy` never gets here).
+pub(crate) async fn probe(
+    name: &str,
+    protocol: UpstreamProtocol,
+    wait: Duration,
+    link: &mut impl Discover,
+) -> Probed {
+    let ask = async {
+        let mut retries = 0;
+        loop {
+            match link.discover().await? {
+                Verdict::Retry(why) if retries < DISCOVER_RETRIES => {
+                    retries += 1;
+                    tracing::debug!(upstream = %name, %why, "a 2026-07-28 error to server/discover; asking again");
+                }
+                Verdict::Retry(why) => return Ok(Verdict::Legacy(why)),
+                v => return Ok(v),
+            }
+        }
+    };
+    let (verdict, unanswered) = match tokio::time::timeout(wait, ask).await {
+        Ok(Ok(v)) => (v, false),
+        Ok(Err(e)) => return Probed::Failed(e),
+        Err(_) => {
+            let why = format!(
+                "no answer to server/discover within {} ms",
+                wait.as_millis()
+            );
+            (Verdict::Legacy(why), true)
+        }
+    };
+    match verdict {
+        Verdict::Modern(info) => Probed::Modern(info),
+        Verdict::Legacy(why) | Verdict::Retry(why) if protocol == UpstreamProtocol::Modern => {
+            Probed::Failed(format!(
+                "not a 2026-07-28 server (protocol = \"modern\"): {why}"
+            ))
+        }
+        Verdict::Legacy(why) | Verdict::Retry(why) => {
+            tracing::debug!(upstream = %name, %why, "no 2026-07-28 answer; using the initialize handshake");
+            Probed::Legacy { unanswered }
+        }
+    }
 }
 
 /// What `check --probe` reports for one server.
@@ -216,6 +309,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"bad"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no","data":{"supported":["2027-01-01"]}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no"}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2027-01-01"]}}"#,
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
         ] {
@@ -224,5 +318,89 @@ mod tests {
                 "{text}"
             );
         }
+    }
+
+    #[test]
+    fn modern_errors_are_evidence_of_a_modern_server() {
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"no","data":{"supported":["2027-01-01","2026-07-28"],"requested":"x"}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32020,"message":"Header mismatch"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32021,"message":"capability"}}"#,
+        ] {
+            assert!(
+                matches!(read_discover(&parse(text)), Verdict::Retry(_)),
+                "{text}"
+            );
+        }
+    }
+
+    /// Answers the probe from a script, one answer per exchange.
+    struct Script(Vec<&'static str>, u32);
+
+    impl Discover for Script {
+        async fn discover(&mut self) -> Result<Verdict, String> {
+            self.1 += 1;
+            match self.0.is_empty() {
+                true => Err("the server closed its stdout".into()),
+                false => Ok(read_discover(&parse(self.0.remove(0)))),
+            }
+        }
+    }
+
+    const UNSUPPORTED: &str = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32022,"message":"Unsupported protocol version","data":{"supported":["2026-07-28"],"requested":"2026-07-28"}}}"#;
+    const DISCOVERED: &str = r#"{"jsonrpc":"2.0","id":1,"result":{"supportedVersions":["2026-07-28"],"capabilities":{}}}"#;
+
+    async fn run(protocol: UpstreamProtocol, script: Vec<&'static str>) -> (Probed, u32) {
+        let mut s = Script(script, 0);
+        let p = probe("s", protocol, Duration::from_secs(5), &mut s).await;
+        (p, s.1)
+    }
+
+    #[tokio::test]
+    async fn a_32022_naming_the_modern_version_is_asked_again() {
+        let (p, asked) = run(UpstreamProtocol::Auto, vec![UNSUPPORTED, DISCOVERED]).await;
+        assert!(matches!(p, Probed::Modern(_)), "{p:?}");
+        assert_eq!(asked, 2);
+    }
+
+    #[tokio::test]
+    async fn modern_errors_twice_fall_back_or_fail() {
+        let (p, asked) = run(UpstreamProtocol::Auto, vec![UNSUPPORTED, UNSUPPORTED]).await;
+        assert!(matches!(p, Probed::Legacy { unanswered: false }), "{p:?}");
+        assert_eq!(asked, 2);
+        let (p, _) = run(UpstreamProtocol::Modern, vec![UNSUPPORTED, UNSUPPORTED]).await;
+        assert!(
+            matches!(p, Probed::Failed(ref why) if why.contains("-32022")),
+            "{p:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn other_errors_are_asked_once() {
+        let refused =
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
+        let (p, asked) = run(UpstreamProtocol::Auto, vec![refused, DISCOVERED]).await;
+        assert!(matches!(p, Probed::Legacy { unanswered: false }), "{p:?}");
+        assert_eq!(asked, 1);
+        let (p, _) = run(UpstreamProtocol::Auto, vec![]).await;
+        assert!(matches!(p, Probed::Failed(_)), "{p:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn silence_is_legacy_and_unanswered() {
+        struct Silent;
+        impl Discover for Silent {
+            async fn discover(&mut self) -> Result<Verdict, String> {
+                std::future::pending().await
+            }
+        }
+        let p = probe(
+            "s",
+            UpstreamProtocol::Auto,
+            Duration::from_secs(3),
+            &mut Silent,
+        )
+        .await;
+        assert!(matches!(p, Probed::Legacy { unanswered: true }), "{p:?}");
     }
 }

@@ -1,7 +1,8 @@
 //! The stdio upstream actor: spawns the server process, probes its era with
 //! `server/discover` (unless `protocol = "legacy"`), performs the handshake or runs a
-//! 2026-07-28 session through the modern core, shuttles lines between the process and
-//! the hub, and restarts it with jittered exponential backoff when it dies.
+//! 2026-07-28 session through its [`StatelessSession`], shuttles lines between the process and
+//! the hub. It is a [`Transport`]: the one restart loop (`driver`) starts a new
+//! process after backoff when one dies.
 //!
 //! Owns the child process: it is started with `kill_on_drop`, stopped by closing
 //! stdin, waiting, then killing — never left as a zombie. Reading and writing run as
@@ -10,7 +11,7 @@
 //! awaits a client.
 
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 
@@ -22,9 +23,10 @@ use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 
-use super::modern::{self, Action, Core};
-use super::probe::Verdict;
-use super::{Failures, InitInfo, Related, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
+use super::driver::{self, Inbound, SessionEnd, Supervisor, Transport};
+use super::probe::{self, Probed, Verdict};
+use super::stateless::{self, StatelessSession};
+use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
 use crate::protocol::{methods, Kind, Message, RawId};
@@ -53,39 +55,9 @@ pub(crate) struct StdioUpstream {
     pub shutdown: CancellationToken,
 }
 
-/// Why one session with the child ended.
-enum SessionEnd {
-    Shutdown,
-    Died(String),
-}
-
 impl StdioUpstream {
-    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
-        let name = self.config.name.clone();
-        let mut failures = Failures::default();
-        loop {
-            // Commands queued for a dead session must not reach the next one.
-            while rx.try_recv().is_ok() {}
-            let started = tokio::time::Instant::now();
-            let end = self.session(&mut rx).await;
-            let reason = match end {
-                SessionEnd::Shutdown => return,
-                SessionEnd::Died(r) => r,
-            };
-            let sup = Supervisor {
-                id: self.id,
-                name: &name,
-                hub: &self.hub,
-                restart: &self.restart,
-                shutdown: &self.shutdown,
-            };
-            if !sup
-                .session_ended(&mut failures, started.elapsed(), reason, Vec::new(), false)
-                .await
-            {
-                return;
-            }
-        }
+    pub async fn run(self, rx: mpsc::Receiver<UpstreamCmd>) {
+        driver::run(self.supervisor(), &self, rx).await;
     }
 
     fn command(&self) -> Result<Command, String> {
@@ -110,7 +82,11 @@ impl StdioUpstream {
         }
         Ok(cmd)
     }
+}
 
+impl Transport for StdioUpstream {
+    /// One child process: spawn, probe, handshake, then lines both ways until it
+    /// dies or mcpmux shuts down; the child is stopped either way.
     async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
         let name = &self.config.name;
         let mut child = match self
@@ -141,40 +117,31 @@ impl StdioUpstream {
         // Whether the probe went unanswered in time: its answer may still come (a
         // server slow to start), and the handshake then takes it.
         let mut probe_pending = false;
-        let mut discovered = match self.config.protocol {
-            UpstreamProtocol::Legacy => None,
-            protocol => {
-                let wait = if protocol == UpstreamProtocol::Modern {
-                    init_timeout
-                } else {
-                    init_timeout.min(super::probe::STDIO_PROBE_TIMEOUT)
-                };
-                let probe = tokio::time::timeout(wait, self.discover(&mut writer, &mut reader));
-                let verdict = tokio::select! {
-                    r = probe => match r {
-                        Ok(Ok(v)) => v,
-                        Ok(Err(e)) => return self.stop(child, writer, SessionEnd::Died(e)).await,
-                        Err(_) => {
-                            probe_pending = true;
-                            Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis()))
-                        }
-                    },
-                    status = child.wait() => return SessionEnd::Died(exit_text(status)),
-                    _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
-                };
-                match (verdict, protocol) {
-                    (Verdict::Modern(info), _) => Some(info),
-                    (Verdict::Legacy(why), UpstreamProtocol::Modern) => {
-                        let e = format!("not a 2026-07-28 server (protocol = \"modern\"): {why}");
-                        return self.stop(child, writer, SessionEnd::Died(e)).await;
-                    }
-                    (Verdict::Legacy(why), _) => {
-                        tracing::debug!(upstream = %name, %why, "no 2026-07-28 answer; using the initialize handshake");
-                        None
-                    }
-                }
+        let mut discovered = None;
+        if self.config.protocol != UpstreamProtocol::Legacy {
+            let wait = if self.config.protocol == UpstreamProtocol::Modern {
+                init_timeout
+            } else {
+                init_timeout.min(probe::STDIO_PROBE_TIMEOUT)
+            };
+            let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+            let mut link = Discoverer {
+                writer: &mut writer,
+                reader: &mut reader,
+                name,
+                capabilities: &caps,
+            };
+            let probed = tokio::select! {
+                p = probe::probe(name, self.config.protocol, wait, &mut link) => p,
+                status = child.wait() => return SessionEnd::Died(exit_text(status)),
+                _ = self.shutdown.cancelled() => return self.stop(child, writer, SessionEnd::Shutdown).await,
+            };
+            match probed {
+                Probed::Modern(info) => discovered = Some(info),
+                Probed::Legacy { unanswered } => probe_pending = unanswered,
+                Probed::Failed(e) => return self.stop(child, writer, SessionEnd::Died(e)).await,
             }
-        };
+        }
         let mut legacy = None;
         if discovered.is_none() {
             let handshake = tokio::time::timeout(
@@ -203,7 +170,7 @@ impl StdioUpstream {
         if let Some(info) = discovered {
             tracing::info!(upstream = %name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-            let core = Core::new(name, caps, &info.capabilities);
+            let core = StatelessSession::new(name, caps, &info.capabilities);
             if self
                 .hub
                 .send(self.id, UpstreamEvent::Ready(info))
@@ -213,7 +180,7 @@ impl StdioUpstream {
                 return self.stop(child, writer, SessionEnd::Shutdown).await;
             }
             let end = self
-                .modern_session(core, rx, &mut child, &mut writer, &mut reader)
+                .stateless_session(core, rx, &mut child, &mut writer, &mut reader)
                 .await;
             return self.stop(child, writer, end).await;
         }
@@ -239,24 +206,13 @@ impl StdioUpstream {
             };
             let read_loop = async {
                 loop {
-                    match reader.next().await {
-                        Some(Ok(Frame::Line(line))) => {
-                            if let Some(msg) = parse_line(name, line) {
-                                if self
-                                    .hub
-                                    .send(self.id, UpstreamEvent::Message(msg, Related::Unknown))
-                                    .await
-                                    .is_err()
-                                {
-                                    return "mcpmux is shutting down".to_owned();
-                                }
-                            }
-                        }
-                        Some(Ok(Frame::TooLong)) => {
-                            tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
-                        }
-                        Some(Err(e)) => return format!("reading from the server failed: {e}"),
-                        None => return "the server closed its stdout".to_owned(),
+                    let msg = match read_message(&mut reader, name, "").await {
+                        Ok(msg) => msg,
+                        Err(e) => return e,
+                    };
+                    let event = UpstreamEvent::Message(msg, Related::Unknown);
+                    if self.hub.send(self.id, event).await.is_err() {
+                        return "mcpmux is shutting down".to_owned();
                     }
                 }
             };
@@ -280,53 +236,26 @@ impl StdioUpstream {
         }
         self.stop(child, writer, end).await
     }
+}
 
-    /// Sends the `server/discover` probe and reads the answer (anything else the
-    /// server says meanwhile is logged and dropped).
-    async fn discover(
+impl StdioUpstream {
+    /// A 2026-07-28 session: the shared stateless loop (`driver::run_stateless`) over
+    /// the child's pipes; a separate write loop keeps a server that stops reading from
+    /// stopping us reading it.
+    async fn stateless_session(
         &self,
-        writer: &mut FramedWrite<ChildStdin, JsonLines>,
-        reader: &mut FramedRead<ChildStdout, JsonLines>,
-    ) -> Result<Verdict, String> {
-        let id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
-        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let params = modern::discover_params(&caps);
-        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
-        writer
-            .send(req.to_bytes())
-            .await
-            .map_err(|e| format!("writing server/discover failed: {e}"))?;
-        loop {
-            let line = match reader.next().await {
-                Some(Ok(Frame::Line(l))) => l,
-                Some(Ok(Frame::TooLong)) => continue,
-                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
-                None => return Err("the server closed its stdout during server/discover".into()),
-            };
-            match parse_line(&self.config.name, line.clone()) {
-                Some(msg) if msg.kind() == Kind::Response && msg.id() == Some(&id) => {
-                    return Ok(super::probe::read_discover(&msg));
-                }
-                _ => {
-                    tracing::debug!(upstream = %self.config.name, line, "message before the server/discover answer ignored")
-                }
-            }
-        }
-    }
-
-    /// A 2026-07-28 session: every command and every line passes through the modern
-    /// core; a separate write loop keeps a server that stops reading from stopping us
-    /// reading it.
-    async fn modern_session(
-        &self,
-        mut core: Core,
+        mut session: StatelessSession,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
         child: &mut Child,
-        writer: &mut FramedWrite<ChildStdin, JsonLines>,
-        reader: &mut FramedRead<ChildStdout, JsonLines>,
+        writer: &mut Writer,
+        reader: &mut Reader,
     ) -> SessionEnd {
-        let name = &self.config.name;
         let (wtx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+        let mut io = Pipes {
+            wtx,
+            reader,
+            name: &self.config.name,
+        };
         let end = {
             let write_loop = async {
                 while let Some(bytes) = wrx.recv().await {
@@ -336,96 +265,19 @@ impl StdioUpstream {
                 }
                 "mcpmux is shutting down".to_owned()
             };
-            let main_loop = async {
-                let mut acts = Vec::new();
-                core.start(Instant::now(), &mut acts);
-                loop {
-                    for a in acts.drain(..) {
-                        match a {
-                            Action::Send { msg, .. } => {
-                                let _ = wtx.send(msg.to_bytes());
-                            }
-                            Action::Stop(id) => {
-                                let _ = wtx.send(cancel_note(&id).to_bytes());
-                            }
-                            Action::Hub(m, related) => {
-                                if self
-                                    .hub
-                                    .send(self.id, UpstreamEvent::Message(m, related))
-                                    .await
-                                    .is_err()
-                                {
-                                    return SessionEnd::Shutdown;
-                                }
-                            }
-                            Action::Restart(why) => return SessionEnd::Died(why),
-                        }
-                    }
-                    let deadline = core.deadline().map(tokio::time::Instant::from_std);
-                    let timer = async {
-                        match deadline {
-                            Some(d) => tokio::time::sleep_until(d).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        cmd = rx.recv() => match cmd {
-                            Some(cmd) => {
-                                core.on_command(cmd, Instant::now(), &mut acts);
-                                // Apply a burst of commands together (one listen change).
-                                for _ in 0..256 {
-                                    let Ok(cmd) = rx.try_recv() else { break };
-                                    core.on_command(cmd, Instant::now(), &mut acts);
-                                }
-                            }
-                            None => return SessionEnd::Shutdown,
-                        },
-                        frame = reader.next() => match frame {
-                            Some(Ok(Frame::Line(line))) => match parse_line(name, line) {
-                                // The answer to a handshake begun before a late
-                                // `server/discover` answer made the session modern.
-                                Some(msg) if msg.kind() == Kind::Response
-                                    && msg.id().is_some_and(|i| i.as_json() == INIT_ID) => {
-                                    tracing::debug!(upstream = %name, "answer to the abandoned initialize ignored");
-                                }
-                                Some(msg) => core.on_message(msg, Related::Unknown, Instant::now(), &mut acts),
-                                None => {}
-                            },
-                            Some(Ok(Frame::TooLong)) => {
-                                tracing::warn!(upstream = %name, max = self.max_line, "upstream line over limits.max_message_bytes dropped");
-                            }
-                            Some(Err(e)) => return SessionEnd::Died(format!("reading from the server failed: {e}")),
-                            None => return SessionEnd::Died("the server closed its stdout".to_owned()),
-                        },
-                        _ = timer => core.on_timer(Instant::now(), &mut acts),
-                    }
-                }
-            };
+            let sup = self.supervisor();
             tokio::select! {
                 r = write_loop => SessionEnd::Died(r),
-                r = main_loop => r,
+                r = driver::run_stateless(&sup, &mut session, &mut io, rx) => r,
                 status = child.wait() => SessionEnd::Died(exit_text(status)),
                 _ = self.shutdown.cancelled() => SessionEnd::Shutdown,
             }
         };
         if let SessionEnd::Shutdown = end {
             // The hub's last unsubscribes close the listen; deliver what that writes.
+            driver::settle_queued(&mut session, &mut io, rx);
             let flush = async {
-                let mut acts = Vec::new();
-                while let Ok(cmd) = rx.try_recv() {
-                    core.on_command(cmd, Instant::now(), &mut acts);
-                }
                 while let Ok(bytes) = wrx.try_recv() {
-                    if writer.send(bytes).await.is_err() {
-                        return;
-                    }
-                }
-                for a in acts {
-                    let bytes = match a {
-                        Action::Send { msg, .. } => msg.to_bytes(),
-                        Action::Stop(id) => cancel_note(&id).to_bytes(),
-                        _ => continue,
-                    };
                     if writer.send(bytes).await.is_err() {
                         return;
                     }
@@ -434,6 +286,16 @@ impl StdioUpstream {
             let _ = tokio::time::timeout(STOP_GRACE, flush).await;
         }
         end
+    }
+
+    fn supervisor(&self) -> Supervisor<'_> {
+        Supervisor {
+            id: self.id,
+            name: &self.config.name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        }
     }
 
     /// Sends `initialize`, waits for its answer (answering pings, logging anything
@@ -448,7 +310,7 @@ impl StdioUpstream {
         probe_pending: bool,
     ) -> Result<Handshake, String> {
         let init_id = RawId::parse(INIT_ID).expect("valid id");
-        let discover_id = RawId::parse(super::probe::DISCOVER_ID).expect("valid id");
+        let discover_id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
         let params = super::initialize_params(&self.config);
         let req = Message::request(&init_id, methods::INITIALIZE, Some(&params));
         writer
@@ -456,20 +318,12 @@ impl StdioUpstream {
             .await
             .map_err(|e| format!("writing initialize failed: {e}"))?;
         loop {
-            let line = match reader.next().await {
-                Some(Ok(Frame::Line(l))) => l,
-                Some(Ok(Frame::TooLong)) => continue,
-                Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
-                None => return Err("the server closed its stdout during initialize".into()),
-            };
-            let Some(msg) = parse_line(&self.config.name, line.clone()) else {
-                continue;
-            };
+            let msg = read_message(reader, &self.config.name, " during initialize").await?;
             match msg.kind() {
                 Kind::Response if probe_pending && msg.id() == Some(&discover_id) => {
-                    match super::probe::read_discover(&msg) {
+                    match probe::read_discover(&msg) {
                         Verdict::Modern(info) => return Ok(Handshake::LateDiscover(info)),
-                        Verdict::Legacy(why) => {
+                        Verdict::Legacy(why) | Verdict::Retry(why) => {
                             tracing::debug!(upstream = %self.config.name, %why, "late server/discover answer: not modern");
                         }
                     }
@@ -491,7 +345,7 @@ impl StdioUpstream {
                         .map_err(|e| e.to_string())?;
                 }
                 _ => {
-                    tracing::debug!(upstream = %self.config.name, line, "message before initialize ignored")
+                    tracing::debug!(upstream = %self.config.name, message = ?msg, "message before initialize ignored")
                 }
             }
         }
@@ -531,6 +385,95 @@ impl StdioUpstream {
 fn cancel_note(id: &RawId) -> Message {
     let params = json!({"requestId": serde_json::value::RawValue::from_string(id.as_json().to_owned()).expect("ids are JSON"), "reason": "mcpmux no longer needs it"});
     Message::notification(methods::CANCELLED, Some(&params))
+}
+
+type Writer = FramedWrite<ChildStdin, JsonLines>;
+type Reader = FramedRead<ChildStdout, JsonLines>;
+
+/// The probe over stdio: `server/discover` as one line, then the lines up to its
+/// answer (anything else the server says meanwhile is logged and dropped).
+struct Discoverer<'a> {
+    writer: &'a mut Writer,
+    reader: &'a mut Reader,
+    name: &'a str,
+    capabilities: &'a serde_json::Value,
+}
+
+impl probe::Discover for Discoverer<'_> {
+    async fn discover(&mut self) -> Result<Verdict, String> {
+        let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
+        let params = stateless::discover_params(self.capabilities);
+        let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
+        self.writer
+            .send(req.to_bytes())
+            .await
+            .map_err(|e| format!("writing server/discover failed: {e}"))?;
+        loop {
+            let msg = read_message(self.reader, self.name, " during server/discover").await?;
+            if msg.kind() == Kind::Response && msg.id() == Some(&id) {
+                return Ok(probe::read_discover(&msg));
+            }
+            tracing::debug!(upstream = %self.name, message = ?msg, "message before the server/discover answer ignored");
+        }
+    }
+}
+
+/// A stateless session's side of the child's pipes: writes go to the write loop,
+/// reads come from stdout.
+struct Pipes<'a> {
+    wtx: mpsc::UnboundedSender<Bytes>,
+    reader: &'a mut Reader,
+    name: &'a str,
+}
+
+impl driver::StatelessIo for Pipes<'_> {
+    fn send(&mut self, msg: Message, _listen: bool, _param_headers: Vec<(String, String)>) {
+        let _ = self.wtx.send(msg.to_bytes());
+    }
+
+    fn stop(&mut self, id: &RawId) {
+        let _ = self.wtx.send(cancel_note(id).to_bytes());
+    }
+
+    async fn inbound(&mut self) -> Result<Inbound, String> {
+        loop {
+            let msg = read_message(self.reader, self.name, "").await?;
+            // The answer to a handshake begun before a late `server/discover` answer
+            // made the session modern.
+            if msg.kind() == Kind::Response && msg.id().is_some_and(|i| i.as_json() == INIT_ID) {
+                tracing::debug!(upstream = %self.name, "answer to the abandoned initialize ignored");
+                continue;
+            }
+            return Ok(Inbound::Message(msg, Related::Unknown));
+        }
+    }
+}
+
+/// The next message the server writes, skipping blank, unparseable and overlong
+/// lines (logged). Cancel-safe: a line is consumed only when it is returned or
+/// dropped.
+///
+/// # Errors
+/// Reading failed or the server closed its stdout (`during` names what was going on).
+async fn read_message(
+    reader: &mut Reader,
+    upstream: &str,
+    during: &str,
+) -> Result<Message, String> {
+    loop {
+        match reader.next().await {
+            Some(Ok(Frame::Line(line))) => {
+                if let Some(msg) = parse_line(upstream, line) {
+                    return Ok(msg);
+                }
+            }
+            Some(Ok(Frame::TooLong)) => {
+                tracing::warn!(%upstream, "upstream line over limits.max_message_bytes dropped");
+            }
+            Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
+            None => return Err(format!("the server closed its stdout{during}")),
+        }
+    }
 }
 
 fn parse_line(upstream: &str, line: String) -> Option<Message> {

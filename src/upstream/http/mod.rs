@@ -1,9 +1,9 @@
 //! The Streamable HTTP upstream actor: probes the server's era with a `server/discover`
 //! POST (unless `protocol = "legacy"`); a 2026-07-28 server gets a session without a
-//! session id (`modern.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
+//! session id (`stateless.rs`); otherwise (2025-03-26 … 2025-11-25) it holds one MCP
 //! session, performs the handshake itself, POSTs each message the hub sends, forwards
-//! every message the server sends, and starts a new session when the old one dies or
-//! expires.
+//! every message the server sends. It is a [`Transport`]: the one restart loop
+//! (`driver`) starts a new session when the old one dies or expires.
 //!
 //! Owns the session: its `Mcp-Session-Id`, the negotiated version, the one GET stream
 //! and the in-flight POST tasks; all of them end with the session. Never interprets
@@ -36,8 +36,8 @@ mod dual;
 mod faces;
 mod get_stream;
 mod handshake;
-mod modern;
 mod post;
+mod stateless;
 mod wire;
 
 #[cfg(test)]
@@ -50,8 +50,9 @@ use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use super::probe::Verdict;
-use super::{Failures, InitInfo, Supervisor, UpstreamCmd, UpstreamEvent, UpstreamLink};
+use super::driver::{self, SessionEnd, Supervisor, Transport};
+use super::probe::{self, Probed};
+use super::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
@@ -90,20 +91,8 @@ pub(crate) struct HttpUpstream {
     pub shutdown: CancellationToken,
 }
 
-/// Why one session ended.
-enum SessionEnd {
-    Shutdown,
-    /// The handshake failed or the transport is unusable.
-    Died(String),
-    /// The server forgot the session; `orphans` answer requests that found out.
-    Expired {
-        reason: String,
-        orphans: Vec<Message>,
-    },
-}
-
 impl HttpUpstream {
-    pub async fn run(self, mut rx: mpsc::Receiver<UpstreamCmd>) {
+    pub async fn run(self, rx: mpsc::Receiver<UpstreamCmd>) {
         let name = self.config.name.clone();
         let endpoint = match self.endpoint() {
             Ok(e) => e,
@@ -117,30 +106,18 @@ impl HttpUpstream {
                 return;
             }
         };
-        let mut failures = Failures::default();
-        loop {
-            // Commands queued for a dead session must not reach the next one.
-            while rx.try_recv().is_ok() {}
-            let started = tokio::time::Instant::now();
-            let (reason, orphans, expired) = match self.session(&endpoint, &mut rx).await {
-                SessionEnd::Shutdown => return,
-                SessionEnd::Died(r) => (r, Vec::new(), false),
-                SessionEnd::Expired { reason, orphans } => (reason, orphans, true),
-            };
-            let sup = Supervisor {
-                id: self.id,
-                name: &name,
-                hub: &self.hub,
-                restart: &self.restart,
-                shutdown: &self.shutdown,
-            };
-            if !sup
-                .session_ended(&mut failures, started.elapsed(), reason, orphans, expired)
-                .await
-            {
-                return;
-            }
-        }
+        let sup = Supervisor {
+            id: self.id,
+            name: &name,
+            hub: &self.hub,
+            restart: &self.restart,
+            shutdown: &self.shutdown,
+        };
+        let sessions = Sessions {
+            up: &self,
+            endpoint,
+        };
+        driver::run(sup, &sessions, rx).await;
     }
 
     fn endpoint(&self) -> Result<Endpoint, String> {
@@ -162,13 +139,25 @@ impl HttpUpstream {
     ) -> SessionEnd {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         if self.config.protocol != UpstreamProtocol::Legacy {
-            match self.probe(endpoint, init_timeout).await {
-                Probed::Modern(info) if self.config.protocol == UpstreamProtocol::Auto => {
-                    if let Some(legacy) = self.legacy_face(endpoint, init_timeout).await {
-                        if !faces::modern_covers(&info.capabilities, &legacy.capabilities) {
-                            tracing::info!(upstream = %endpoint.name, legacy = %legacy.capabilities, modern = %info.capabilities,
-                                "upstream answers both eras and offers different things on each: one session per era");
-                            return Box::pin(self.two_face_session(endpoint, &legacy, rx)).await;
+            let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
+            let mut link = stateless::Discoverer {
+                endpoint,
+                capabilities: &caps,
+            };
+            let probed = tokio::select! {
+                p = probe::probe(&endpoint.name, self.config.protocol, init_timeout, &mut link) => p,
+                _ = self.shutdown.cancelled() => return SessionEnd::Shutdown,
+            };
+            match probed {
+                Probed::Modern(info) => {
+                    if self.config.protocol == UpstreamProtocol::Auto {
+                        if let Some(legacy) = self.legacy_face(endpoint, init_timeout).await {
+                            if !faces::modern_covers(&info.capabilities, &legacy.capabilities) {
+                                tracing::info!(upstream = %endpoint.name, legacy = %legacy.capabilities, modern = %info.capabilities,
+                                    "upstream answers both eras and offers different things on each: one session per era");
+                                return Box::pin(self.two_face_session(endpoint, &legacy, rx))
+                                    .await;
+                            }
                         }
                     }
                     tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
@@ -176,18 +165,10 @@ impl HttpUpstream {
                     if self.hub.send(self.id, ready).await.is_err() {
                         return SessionEnd::Shutdown;
                     }
-                    return self.modern_session(endpoint, &info, rx).await;
+                    return self.stateless_session(endpoint, &info, rx).await;
                 }
-                Probed::Modern(info) => {
-                    tracing::info!(upstream = %endpoint.name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
-                    let ready = UpstreamEvent::Ready(info.clone());
-                    if self.hub.send(self.id, ready).await.is_err() {
-                        return SessionEnd::Shutdown;
-                    }
-                    return self.modern_session(endpoint, &info, rx).await;
-                }
-                Probed::Legacy => {}
-                Probed::End(end) => return end,
+                Probed::Legacy { .. } => {}
+                Probed::Failed(e) => return SessionEnd::Died(e),
             }
         }
         let params = super::initialize_params(&self.config);
@@ -287,32 +268,6 @@ impl HttpUpstream {
         end
     }
 
-    /// The dual-era probe: a modern request first (`protocol = "auto"` falls back to
-    /// the handshake on anything else; `"modern"` fails the session).
-    async fn probe(&self, endpoint: &Endpoint, wait: Duration) -> Probed {
-        let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-        let verdict = tokio::select! {
-            r = tokio::time::timeout(wait, modern::discover(endpoint, &caps)) => match r {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => return Probed::End(SessionEnd::Died(e)),
-                Err(_) => Verdict::Legacy(format!("no answer to server/discover within {} ms", wait.as_millis())),
-            },
-            _ = self.shutdown.cancelled() => return Probed::End(SessionEnd::Shutdown),
-        };
-        match verdict {
-            Verdict::Modern(info) => Probed::Modern(info),
-            Verdict::Legacy(why) if self.config.protocol == UpstreamProtocol::Modern => {
-                Probed::End(SessionEnd::Died(format!(
-                    "not a 2026-07-28 server (protocol = \"modern\"): {why}"
-                )))
-            }
-            Verdict::Legacy(why) => {
-                tracing::debug!(upstream = %endpoint.name, %why, "no 2026-07-28 answer; using the initialize handshake");
-                Probed::Legacy
-            }
-        }
-    }
-
     /// What the server's `initialize` face offers, when it has one (a 2026-07-28 server
     /// may answer the handshake too): a throw-away handshake, deleted at once.
     async fn legacy_face(&self, endpoint: &Endpoint, wait: Duration) -> Option<InitInfo> {
@@ -349,11 +304,16 @@ impl HttpUpstream {
     }
 }
 
-/// What the probe decided.
-enum Probed {
-    Modern(InitInfo),
-    Legacy,
-    End(SessionEnd),
+/// The sessions of one server at one endpoint, for the restart loop.
+struct Sessions<'a> {
+    up: &'a HttpUpstream,
+    endpoint: Endpoint,
+}
+
+impl Transport for Sessions<'_> {
+    async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
+        self.up.session(&self.endpoint, rx).await
+    }
 }
 
 /// What a signal from the session's tasks means: an expiry ends the session (with

@@ -17,7 +17,8 @@ use serde_json::{json, Map, Value};
 
 use crate::protocol::{code, Message, RawId};
 
-/// Rounds of input one bridged request may take.
+/// Rounds of input one request may take before mcpmux gives up on it: the one limit
+/// for MRTR, bridged here for legacy clients and relayed by the hub for the others.
 pub const MAX_ROUNDS: u32 = 8;
 
 /// One request mcpmux bridges.

@@ -1,4 +1,4 @@
-//! The modern core against scripted server answers: the envelope, the era's local
+//! The stateless session state machine against scripted server answers: the envelope, the era's local
 //! answers, the listen's tags, a lost listen, cancellation and a version change.
 
 use bytes::Bytes;
@@ -6,9 +6,9 @@ use serde_json::{json, Value};
 
 use super::*;
 
-fn core() -> Core {
+fn core() -> StatelessSession {
     let server_caps = json!({"tools": {"listChanged": true}, "resources": {"subscribe": true}});
-    Core::new("up", json!({"sampling": {}}), &server_caps)
+    StatelessSession::new("up", json!({"sampling": {}}), &server_caps)
 }
 
 fn cmd(json: Value) -> UpstreamCmd {
@@ -37,7 +37,7 @@ fn split(acts: Vec<Action>) -> (Vec<Value>, Vec<Value>, Vec<Action>) {
 }
 
 /// Starts a core and acknowledges its first listen.
-fn started() -> (Core, Instant) {
+fn started() -> (StatelessSession, Instant) {
     let now = Instant::now();
     let mut c = core();
     let mut acts = vec![];

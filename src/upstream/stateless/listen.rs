@@ -19,8 +19,9 @@
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
+use crate::protocol::listen::ListenFilter;
 use crate::protocol::RawId;
 
 /// How long a listen may go unacknowledged before it is given up (and retried).
@@ -322,22 +323,12 @@ impl Listens {
         self.next += 1;
         self.opened += 1;
         let id = RawId::parse(&format!("\"mcpmux-listen-{}\"", self.next)).expect("valid id");
-        let mut filter = serde_json::Map::new();
-        if want_flags.tools {
-            filter.insert("toolsListChanged".into(), json!(true));
-        }
-        if want_flags.prompts {
-            filter.insert("promptsListChanged".into(), json!(true));
-        }
-        if want_flags.resources {
-            filter.insert("resourcesListChanged".into(), json!(true));
-        }
-        if !self.wanted.is_empty() {
-            filter.insert(
-                "resourceSubscriptions".into(),
-                json!(self.wanted.iter().collect::<Vec<_>>()),
-            );
-        }
+        let filter = ListenFilter {
+            tools: want_flags.tools,
+            prompts: want_flags.prompts,
+            resources: want_flags.resources,
+            uris: (!self.wanted.is_empty()).then(|| self.wanted.iter().cloned().collect()),
+        };
         self.opening = Some(Stream {
             id: id.clone(),
             uris: self.wanted.clone(),
@@ -346,7 +337,7 @@ impl Listens {
         });
         out.push(ListenAction::Open {
             id,
-            filter: Value::Object(filter),
+            filter: filter.to_value(),
         });
     }
 }

@@ -1,4 +1,4 @@
-//! The 2026-07-28 ("modern") era of an upstream session (docs/architecture.md,
+//! The stateless (2026-07-28) session of an upstream (docs/architecture.md,
 //! "Upstreams of both eras"). The hub speaks to every upstream as to a legacy session
 //! (`resources/subscribe`, `logging/setLevel`, `ping`, server→client requests); this
 //! state machine translates at the edge so the hub stays era-neutral:
@@ -10,7 +10,8 @@
 //! - `logging/setLevel` and `ping` are answered here (the era has neither);
 //! - `input_required` results of a legacy client's request are bridged ([`bridge`]).
 //!
-//! Pure state: the stdio and HTTP actors feed it and carry out its [`Action`]s. Never
+//! Pure state: one loop (`driver::run_stateless`) feeds it over either transport and
+//! carries out its [`Action`]s. Never
 //! does I/O, never blocks; the `_meta` it writes replaces only the era's own keys.
 
 pub(crate) mod bridge;
@@ -22,6 +23,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
+use crate::protocol::listen::ListenFilter;
 use crate::protocol::modern::{code as modern_code, meta, MODERN_VERSION};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 use crate::upstream::Related;
@@ -47,8 +49,9 @@ pub(crate) enum Action {
     Restart(String),
 }
 
-/// The modern state of one upstream session.
-pub(crate) struct Core {
+/// The state of one stateless (2026-07-28) upstream session: its listens, its
+/// bridged MRTR requests and the log level the hub set.
+pub(crate) struct StatelessSession {
     name: String,
     /// `clientCapabilities` for mcpmux's own requests (what it routes).
     capabilities: Value,
@@ -58,10 +61,10 @@ pub(crate) struct Core {
     bridges: Bridges,
 }
 
-impl Core {
+impl StatelessSession {
     /// A core for a server whose `server/discover` offered `server_capabilities`.
     pub fn new(name: &str, capabilities: Value, server_capabilities: &Value) -> Self {
-        Core {
+        StatelessSession {
             name: name.to_owned(),
             capabilities,
             log_level: None,
@@ -82,7 +85,7 @@ impl Core {
         self.listen_actions(acts, out);
     }
 
-    /// The earliest moment [`Core::on_timer`] has work.
+    /// The earliest moment [`StatelessSession::on_timer`] has work.
     pub fn deadline(&self) -> Option<Instant> {
         self.listens.deadline()
     }
@@ -292,14 +295,11 @@ impl Core {
         else {
             return;
         };
-        let honoured: BTreeSet<String> = params["notifications"]["resourceSubscriptions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let honoured: BTreeSet<String> = ListenFilter::parse(&params["notifications"])
+            .uris
+            .unwrap_or_default()
+            .into_iter()
+            .collect();
         let mut acts = Vec::new();
         self.listens.on_ack(&id, &honoured, now, &mut acts);
         self.listen_actions(acts, out);

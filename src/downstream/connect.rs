@@ -188,13 +188,8 @@ impl Post {
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
-        let name_key = match method.as_str() {
-            methods::TOOLS_CALL | "prompts/get" => Some("name"),
-            methods::RESOURCES_READ => Some("uri"),
-            _ => None,
-        };
-        if let Some(name) = name_key.and_then(|k| params[k].as_str()) {
-            put("mcp-name", &modern::encode_header_value(name));
+        if let Some(name) = modern::mcp_name(&msg) {
+            put("mcp-name", &modern::encode_header_value(&name));
         }
         if method == methods::TOOLS_CALL {
             let schema = params["name"].as_str().and_then(|n| {

@@ -302,19 +302,13 @@ impl Hub {
                 "params.notifications must be an object",
             );
         }
-        let uris: Vec<String> = filter["resourceSubscriptions"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|u| u.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default();
+        let f = crate::protocol::listen::ListenFilter::parse(&filter);
+        let uris = f.uris.unwrap_or_default();
         let listen = Listen {
             id: id.clone(),
-            tools: filter["toolsListChanged"] == json!(true),
-            prompts: filter["promptsListChanged"] == json!(true),
-            resources: filter["resourcesListChanged"] == json!(true),
+            tools: f.tools,
+            prompts: f.prompts,
+            resources: f.resources,
             uris: uris.iter().map(|u| (u.clone(), None)).collect(),
             acked: false,
         };
@@ -391,29 +385,23 @@ impl Hub {
             return;
         }
         listen.acked = true;
-        let mut honoured = serde_json::Map::new();
-        for (flag, name) in [
-            (listen.tools, "toolsListChanged"),
-            (listen.prompts, "promptsListChanged"),
-            (listen.resources, "resourcesListChanged"),
-        ] {
-            if flag {
-                honoured.insert(name.into(), json!(true));
-            }
-        }
-        let uris: Vec<&str> = listen
-            .uris
-            .iter()
-            .filter(|(_, s)| *s == Some(true))
-            .map(|(u, _)| u.as_str())
-            .collect();
-        if !listen.uris.is_empty() {
-            honoured.insert("resourceSubscriptions".into(), json!(uris));
-        }
+        let honoured = crate::protocol::listen::ListenFilter {
+            tools: listen.tools,
+            prompts: listen.prompts,
+            resources: listen.resources,
+            uris: (!listen.uris.is_empty()).then(|| {
+                listen
+                    .uris
+                    .iter()
+                    .filter(|(_, s)| *s == Some(true))
+                    .map(|(u, _)| u.clone())
+                    .collect()
+            }),
+        };
         let id = listen.id.clone();
         let params = json!({
             "_meta": {meta::SUBSCRIPTION_ID: raw_json(&id)},
-            "notifications": honoured,
+            "notifications": honoured.to_value(),
         });
         let ack = Message::notification(methods::SUBSCRIPTIONS_ACKNOWLEDGED, Some(&params));
         self.push(

@@ -37,9 +37,7 @@ use super::Hub;
 use crate::protocol::{code, Message, RawId};
 use crate::state::ids::{ClientId, ProxyId, UpstreamId};
 use crate::state::pending::Origin;
-
-/// Rounds of input one request may take before mcpmux gives up on it.
-pub const MAX_ROUNDS: u32 = 8;
+pub use crate::upstream::stateless::bridge::MAX_ROUNDS;
 
 /// What every `requestState` mcpmux mints starts with; a state without it was minted
 /// by a 2026-07-28 upstream and goes to that upstream untouched.

@@ -122,6 +122,23 @@ impl Rig {
     }
 
     /// Every message the hub has sent upstream so far.
+    /// The upstream goes down and comes back with `caps` (a restart).
+    async fn restart_upstream(&mut self, caps: Value) {
+        let down = UpstreamEvent::Down {
+            reason: "crash".into(),
+            retrying: true,
+        };
+        self.hub.upstream_event(UpstreamId(0), down).await.unwrap();
+        let info = InitInfo {
+            capabilities: caps,
+            ..InitInfo::default()
+        };
+        self.hub
+            .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
+            .await
+            .unwrap();
+    }
+
     async fn upstream_msgs(&mut self) -> Vec<Message> {
         self.sync().await;
         let mut out = vec![];
@@ -1012,19 +1029,7 @@ async fn a_refused_resubscribe_is_retried() {
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     c.next().await;
-    let down = UpstreamEvent::Down {
-        reason: "crash".into(),
-        retrying: true,
-    };
-    r.hub.upstream_event(UpstreamId(0), down).await.unwrap();
-    let info = InitInfo {
-        capabilities: caps,
-        ..InitInfo::default()
-    };
-    r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
-        .await
-        .unwrap();
+    r.restart_upstream(caps).await;
     let resubscribe = |up: &[Message]| -> Vec<Message> {
         up.iter()
             .filter(|m| m.method() == Some("resources/subscribe"))

@@ -293,19 +293,7 @@ impl StatelessPost {
                         Ok(m) => m,
                         Err(e) => return id.map(|_| e),
                     };
-                    let mut answered = false;
-                    for m in msgs {
-                        answered |= is_answer(&m);
-                        if self
-                            .out
-                            .send(Inbound::Message(m, related.clone()))
-                            .await
-                            .is_err()
-                        {
-                            return None;
-                        }
-                    }
-                    if answered {
+                    if self.forward(msgs, &related, id).await != Ok(false) {
                         return None;
                     }
                 }
@@ -318,24 +306,36 @@ impl StatelessPost {
                         Ok(ev) => ev,
                         Err(e) => return Some(format!("response stream failed: {e}")),
                     };
-                    let mut answered = false;
-                    for m in wire::parse_data(&ev.data, name) {
-                        answered |= is_answer(&m);
-                        if self
-                            .out
-                            .send(Inbound::Message(m, related.clone()))
-                            .await
-                            .is_err()
-                        {
-                            return None;
-                        }
-                    }
-                    if answered {
+                    let msgs = wire::parse_data(&ev.data, name);
+                    if self.forward(msgs, &related, id).await != Ok(false) {
                         return None;
                     }
                 }
                 id.map(|_| "response stream ended before the answer".to_owned())
             }
         }
+    }
+
+    /// Forwards one batch of the server's messages: `Err(())` when the session is
+    /// gone, else whether the batch held the answer to `id`.
+    async fn forward(
+        &self,
+        msgs: Vec<Message>,
+        related: &Related,
+        id: Option<&RawId>,
+    ) -> Result<bool, ()> {
+        let mut answered = false;
+        for m in msgs {
+            answered |= id.is_some() && m.kind() == Kind::Response && m.id() == id;
+            if self
+                .out
+                .send(Inbound::Message(m, related.clone()))
+                .await
+                .is_err()
+            {
+                return Err(());
+            }
+        }
+        Ok(answered)
     }
 }

@@ -39,7 +39,10 @@ impl Hub {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        match self.cache.read(&key, (client, id.clone())) {
+        match self
+            .cache
+            .read_at(&key, (client, id.clone()), std::time::Instant::now())
+        {
             ReadPlan::Hit(result) => {
                 let bytes = response_bytes(&id, "result", &result);
                 self.push_response_bytes(client, id, bytes);

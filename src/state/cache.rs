@@ -114,12 +114,14 @@ impl ReadCache {
         }
     }
 
-    /// Plans a client's read of a cacheable key.
+    /// [`ReadCache::read_at`] now (tests only: the hub passes its own `now`).
+    #[cfg(test)]
     pub fn read(&mut self, key: &SubKey, waiter: ReadWaiter) -> ReadPlan {
         self.read_at(key, waiter, Instant::now())
     }
 
-    /// [`ReadCache::read`] at `now` (entries past their TTL are dropped).
+    /// Plans a client's read of a cacheable key at `now` (entries past their TTL are
+    /// dropped).
     pub fn read_at(&mut self, key: &SubKey, waiter: ReadWaiter, now: Instant) -> ReadPlan {
         if let Some(lru) = self.lru.as_mut() {
             let expired = lru
@@ -154,6 +156,8 @@ impl ReadCache {
     /// The upstream answered the read sent at `generation`. Returns the waiters to
     /// answer (all of them, whatever the outcome). The result is stored only when it
     /// is a success (`Some`), the generation is unchanged and `still_active` holds.
+    /// Tests only: the hub calls [`ReadCache::complete_keep`] with its own `now`.
+    #[cfg(test)]
     pub fn complete(
         &mut self,
         key: &SubKey,

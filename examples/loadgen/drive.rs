@@ -4,8 +4,9 @@
 //! known amount of work. An argument `{config}` is replaced by the path of a mcpmux
 //! config with the scripted upstream as its one server (the one `forwarding` uses).
 //!
-//! It times nothing: the profiler measures. BENCHMARKS.md, "Stdio instructions per
-//! call", takes the difference of two such runs so start-up and shutdown cancel out.
+//! It times nothing: the profiler measures. The callgrind method (in the git history of
+//! BENCHMARKS.md) takes the difference of two such runs so start-up and shutdown cancel
+//! out.
 
 use std::path::Path;
 use std::time::Duration;

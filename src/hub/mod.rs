@@ -70,7 +70,7 @@ pub const INBOX_CAPACITY: usize = 4096;
 /// at its other inboxes: up to about 400 updates for 10 holders, 4 for 1,000 (a turn
 /// takes only what is already queued). Large enough that a burst reaches each client in
 /// few writes, small enough that writers on the other worker are not kept idle for long,
-/// nor clients' requests waiting. BENCHMARKS.md, "Levers": 1,024 was slower; 16,384 and
+/// nor clients' requests waiting. (the experiments are in the git history of BENCHMARKS.md): 1,024 was slower; 16,384 and
 /// 65,536 made no difference that the noise let us see.
 const TURN_PUSHES: usize = 4096;
 

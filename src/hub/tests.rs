@@ -515,24 +515,8 @@ async fn upstream_restart_resubscribes_and_tells_holders() {
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     c.next().await;
-    r.hub
-        .upstream_event(
-            UpstreamId(0),
-            UpstreamEvent::Down {
-                reason: "crash".into(),
-                retrying: true,
-            },
-        )
-        .await
-        .unwrap();
-    let info = InitInfo {
-        capabilities: json!({"resources": {"subscribe": true}}),
-        ..InitInfo::default()
-    };
-    r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
-        .await
-        .unwrap();
+    r.restart_upstream(json!({"resources": {"subscribe": true}}))
+        .await;
     let up = r.upstream_msgs().await;
     let subs: Vec<&str> = methods_of(&up)
         .into_iter()
@@ -558,19 +542,7 @@ async fn upstream_restart_tells_holders_the_namespaced_uri() {
     let up = r.upstream_msgs().await;
     r.answer(&up[0], json!({})).await;
     c.next().await;
-    let down = UpstreamEvent::Down {
-        reason: "session expired (HTTP 404)".into(),
-        retrying: true,
-    };
-    r.hub.upstream_event(UpstreamId(0), down).await.unwrap();
-    let info = InitInfo {
-        capabilities: caps,
-        ..InitInfo::default()
-    };
-    r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
-        .await
-        .unwrap();
+    r.restart_upstream(caps).await;
     let up = r.upstream_msgs().await;
     let resub: Vec<&Message> = up
         .iter()

@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 use mcpmux::config::{self, Config};
-use mcpmux::downstream::http::{serve_http_observed, HttpSettings};
+use mcpmux::downstream::http::{serve_http_observed, HttpSettings, ProfileEndpoints};
 use mcpmux::run::Core;
 
 #[cfg(unix)]
@@ -43,6 +43,9 @@ enum Cmd {
         /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
         #[arg(short, long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Serve this `[profiles.NAME]`'s view instead of every server.
+        #[arg(short, long, value_name = "NAME")]
+        profile: Option<String>,
     },
     /// Validate the config and print it resolved; non-zero exit on error.
     Check {
@@ -177,7 +180,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         }
         Cmd::Reload(daemon) => reload(daemon).await,
         Cmd::Status(daemon) => status(daemon).await,
-        Cmd::Stdio { config } => stdio(load(config)?).await,
+        Cmd::Stdio { config, profile } => stdio(load(config)?, profile).await,
         Cmd::Connect { url } => mcpmux::downstream::connect::bridge(
             &url,
             mcpmux::downstream::stdio_pipes::stdin(),
@@ -287,7 +290,12 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let core = Core::start(&cfg);
     let shutdown = CancellationToken::new();
-    let settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, token);
+    let mut settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, token);
+    settings.profiles = ProfileEndpoints::new(core.profile_endpoints()?);
+    let profiles = settings.profiles.clone();
+    for (name, p) in &cfg.profiles {
+        tracing::info!(profile = %name, url = %format!("http://{addr}{}", p.path()), "profile served");
+    }
     let (reload_tx, mut reload_rx) = tokio::sync::mpsc::channel(4);
     let http = tokio::spawn(serve_http_observed(
         listener,
@@ -311,11 +319,11 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
             _ = &mut stop => break,
             Some(()) = hangups.recv() => {
                 tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
-                let _ = reload_from(&mut core, &path).await;
+                let _ = reload_from(&mut core, &path, &profiles).await;
             }
             Some(reply) = reload_rx.recv() => {
                 tracing::info!(config = %path.display(), "reload requested over HTTP");
-                let _ = reply.send(reload_from(&mut core, &path).await);
+                let _ = reply.send(reload_from(&mut core, &path, &profiles).await);
             }
         }
     }
@@ -335,7 +343,11 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
 
 /// Re-reads the config at `path` and applies it; a config `check` would refuse is
 /// refused with the same error and the running one stays.
-async fn reload_from(core: &mut Core, path: &std::path::Path) -> Result<Vec<String>, String> {
+async fn reload_from(
+    core: &mut Core,
+    path: &std::path::Path,
+    profiles: &ProfileEndpoints,
+) -> Result<Vec<String>, String> {
     let refused = |e: String| {
         tracing::error!(error = %e, "new configuration refused; the running one stays");
         e
@@ -344,7 +356,17 @@ async fn reload_from(core: &mut Core, path: &std::path::Path) -> Result<Vec<Stri
     cfg.listen
         .auth_token()
         .map_err(|e| refused(format!("{e:#}")))?;
-    core.reload(cfg).await
+    for p in cfg.profiles.values() {
+        p.auth_token_with(|v| std::env::var(v).ok())
+            .map_err(|e| refused(format!("{e:#}")))?;
+    }
+    let changes = core.reload(cfg).await?;
+    // Checked above; a variable unset since is refused for that profile alone.
+    match core.profile_endpoints() {
+        Ok(endpoints) => profiles.replace(endpoints),
+        Err(e) => tracing::error!(error = %e, "profile endpoints not updated"),
+    }
+    Ok(changes)
 }
 
 /// SIGHUP, where it exists; elsewhere `mcpmux reload` (`POST /reload`) is the way.
@@ -375,16 +397,34 @@ fn hangups() -> tokio::sync::mpsc::Receiver<()> {
 /// already queued.
 const STDIO_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
 
-async fn stdio(cfg: Config) -> anyhow::Result<()> {
+async fn stdio(cfg: Config, profile: Option<String>) -> anyhow::Result<()> {
     mcpmux::fdlimit::raise_nofile_limit();
+    if let Some(name) = profile
+        .as_deref()
+        .filter(|n| !cfg.profiles.contains_key(*n))
+    {
+        let known: Vec<&str> = cfg.profiles.keys().map(String::as_str).collect();
+        anyhow::bail!(
+            "--profile {name}: no [profiles.{name}] in the config (profiles: {})",
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        );
+    }
     let core = Core::start(&cfg);
+    let link = match profile.as_deref().and_then(|n| core.view_of(n)) {
+        Some(view) => core.hub.clients().with_view(view),
+        None => core.hub.clients().clone(),
+    };
     // A task of its own, not part of `block_on`'s future: waking that future goes
     // through the driver (an eventfd write and one more epoll round per message),
     // waking a task on the runtime's one thread does not.
     let mut served = tokio::spawn(mcpmux::downstream::stdio::serve_stream(
         mcpmux::downstream::stdio_pipes::stdin(),
         mcpmux::downstream::stdio_pipes::stdout(),
-        core.hub.clients().clone(),
+        link,
         cfg.limits.max_message_bytes,
         cfg.limits.client_queue,
     ));

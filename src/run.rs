@@ -9,8 +9,10 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::{Config, ServerConfig};
 use crate::hub::reload::ReloadPlan;
-use crate::hub::{spawn_hub_with_fleet, HubHandle, HubSettings, UpstreamSlot, UpstreamStatus};
-use crate::state::ids::UpstreamId;
+use crate::hub::{
+    spawn_hub_with_fleet, HubHandle, HubProfile, HubSettings, UpstreamSlot, UpstreamStatus,
+};
+use crate::state::ids::{UpstreamId, ViewId};
 use crate::upstream::{spawn_upstream, UpstreamLink};
 
 /// How long shutdown waits for upstream actors before giving up on them.
@@ -27,6 +29,37 @@ pub struct Core {
     config: Config,
     actors: Vec<(String, UpstreamId, CancellationToken)>,
     next_id: usize,
+    /// Each profile's view id, by name: kept across reloads, never reused.
+    views: ProfileIds,
+}
+
+/// Gives each profile name a view id that stays while mcpmux runs.
+#[derive(Debug, Default)]
+struct ProfileIds {
+    ids: std::collections::BTreeMap<String, ViewId>,
+}
+
+impl ProfileIds {
+    fn id(&mut self, name: &str) -> ViewId {
+        let next = ViewId(self.ids.len() as u32 + 1);
+        *self.ids.entry(name.to_owned()).or_insert(next)
+    }
+
+    /// The hub's settings for `config`, its profiles with their ids.
+    fn settings(&mut self, config: &Config) -> HubSettings {
+        let mut settings = HubSettings::from_config(config);
+        settings.profiles = config
+            .profiles
+            .values()
+            .map(|p| HubProfile {
+                id: self.id(&p.name),
+                name: p.name.clone(),
+                servers: p.servers.clone(),
+                tools: p.tool_filter(),
+            })
+            .collect();
+        settings
+    }
 }
 
 /// Builds the hub's slot for one server and starts its actor. `gated` holds the actor
@@ -56,6 +89,7 @@ fn start_slot(
             .contains(&crate::config::ClientCapability::Roots),
         declared_caps: crate::config::ClientCapability::declared(&server.client_capabilities),
         shared: config.fleet.is_some() && server.url.is_some(),
+        view: std::sync::Arc::new(server.view()),
         last_caps: serde_json::Value::Null,
         handle: spawn_upstream(
             id,
@@ -87,8 +121,9 @@ impl Core {
             .fleet
             .clone()
             .map(|f| (f, upstream_stop.child_token()));
+        let mut views = ProfileIds::default();
         let (hub, hub_task) = spawn_hub_with_fleet(
-            HubSettings::from_config(config),
+            views.settings(config),
             |hub| {
                 config
                     .servers
@@ -122,7 +157,47 @@ impl Core {
             next_id: config.servers.0.len(),
             config: config.clone(),
             actors,
+            views,
         }
+    }
+
+    /// The view id of profile `name` (`None`: no such profile in the config in force).
+    pub fn view_of(&self, name: &str) -> Option<ViewId> {
+        self.config
+            .profiles
+            .contains_key(name)
+            .then(|| self.views.ids.get(name).copied())
+            .flatten()
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The HTTP endpoints of the profiles in force, their tokens read from the
+    /// environment.
+    ///
+    /// # Errors
+    /// A profile's `auth_token_env` names a variable that is not set.
+    pub fn profile_endpoints(
+        &self,
+    ) -> Result<Vec<(String, crate::downstream::http::ProfileEndpoint)>, crate::config::ConfigError>
+    {
+        let env = |name: &str| std::env::var(name).ok();
+        let mut out = Vec::new();
+        for p in self.config.profiles.values() {
+            let Some(view) = self.view_of(&p.name) else {
+                continue;
+            };
+            let endpoint = crate::downstream::http::ProfileEndpoint {
+                name: p.name.clone(),
+                view,
+                token: p.auth_token_with(env)?,
+            };
+            out.push((p.path(), endpoint));
+        }
+        Ok(out)
     }
 
     /// Applies a new configuration (docs/architecture.md, "Hot reload"): servers added
@@ -153,13 +228,33 @@ impl Core {
                 changes.push(format!("{what} changed: applied"));
             }
         }
+        for (name, p) in &new.profiles {
+            match self.config.profiles.get(name) {
+                None => changes.push(format!("profile {name} added")),
+                Some(o) if o != p => changes.push(format!("profile {name} changed")),
+                Some(_) => {}
+            }
+        }
+        for name in self.config.profiles.keys() {
+            if !new.profiles.contains_key(name) {
+                changes.push(format!("profile {name} removed: its clients are closed"));
+            }
+        }
         let old = |name: &str| self.config.servers.0.iter().find(|s| s.name == name);
         let mut removed = Vec::new();
+        let mut retuned = Vec::new();
         for s in &self.config.servers.0 {
             match new.servers.0.iter().find(|n| n.name == s.name) {
                 None => {
                     changes.push(format!("server {} removed", s.name));
                     removed.push(s.name.clone());
+                }
+                Some(n) if n != s && n.same_session(s) => {
+                    changes.push(format!(
+                        "server {}: filters or renames changed (its session stays)",
+                        s.name
+                    ));
+                    retuned.push(n.clone());
                 }
                 Some(n) if n != s => {
                     changes.push(format!("server {} changed: restarted", s.name));
@@ -172,7 +267,7 @@ impl Core {
             .servers
             .0
             .iter()
-            .filter(|n| old(&n.name).is_none_or(|o| o != *n))
+            .filter(|n| old(&n.name).is_none_or(|o| !o.same_session(n)))
             .cloned()
             .collect();
         for a in &added {
@@ -221,11 +316,20 @@ impl Core {
             .zip(&added)
             .map(|(slot, server)| (server.lazy, slot.handle.clone()))
             .collect();
+        let retuned = self
+            .actors
+            .iter()
+            .filter_map(|(name, id, _)| {
+                let server = retuned.iter().find(|s| &s.name == name)?;
+                Some((*id, std::sync::Arc::new(server.view())))
+            })
+            .collect();
         let plan = ReloadPlan {
-            settings: HubSettings::from_config(&new),
+            settings: self.views.settings(&new),
             removed: removed_ids.iter().map(|(id, _)| *id).collect(),
             added: slots,
             replaced,
+            retuned,
         };
         self.hub
             .reload(plan)

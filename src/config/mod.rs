@@ -40,6 +40,7 @@
 //!   `cwd`, `url` and `headers` values, and nowhere else. `$${` is a literal `${`.
 
 mod expand;
+mod profile;
 mod server;
 #[cfg(test)]
 mod tests;
@@ -52,6 +53,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use expand::{expand as expand_env, ExpandError};
+pub use profile::ProfileConfig;
 pub use server::*;
 use validate::{line_of_offset, Problem};
 
@@ -245,6 +247,9 @@ pub struct Config {
     /// Upstreams in config order (the order decides collisions).
     #[serde(default)]
     pub servers: indexmap_like::OrderedServers,
+    /// `[profiles.NAME]`: views of some servers at their own paths.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub profiles: std::collections::BTreeMap<String, ProfileConfig>,
 }
 
 /// `[listen]`: the downstream Streamable HTTP endpoint.

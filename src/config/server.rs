@@ -55,6 +55,26 @@ pub struct ServerConfig {
     /// "Upstreams of both eras").
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// Globs on the server's own tool names: what every view shows (docs/architecture.md,
+    /// "Profiles"). The same for prompts, and for resource URIs and URI templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools_deny: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts_allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts_deny: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources_allow: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources_deny: Vec<String>,
+    /// The server's own tool name → the name clients see (before any prefix).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_rename: BTreeMap<String, String>,
+    /// The server's own tool name → the description clients see.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub tool_descriptions: BTreeMap<String, String>,
 }
 
 /// The protocol era mcpmux uses with one upstream server.

@@ -17,24 +17,24 @@ pub(super) struct KeyPath {
 }
 
 impl KeyPath {
-    fn new<S: AsRef<str>>(segments: &[S]) -> Self {
+    pub(super) fn new<S: AsRef<str>>(segments: &[S]) -> Self {
         KeyPath {
             segments: segments.iter().map(|s| s.as_ref().to_owned()).collect(),
             index: None,
         }
     }
 
-    fn server(name: &str) -> Self {
+    pub(super) fn server(name: &str) -> Self {
         Self::new(&["servers", name])
     }
 
-    fn child(&self, key: &str) -> Self {
+    pub(super) fn child(&self, key: &str) -> Self {
         let mut out = self.clone();
         out.segments.push(key.to_owned());
         out
     }
 
-    fn at(&self, index: usize) -> Self {
+    pub(super) fn at(&self, index: usize) -> Self {
         KeyPath {
             index: Some(index),
             ..self.clone()
@@ -104,7 +104,7 @@ pub(super) enum Problem {
     MissingVar { at: KeyPath, var: String },
 }
 
-fn invalid(at: &KeyPath, message: impl Into<String>) -> Problem {
+pub(super) fn invalid(at: &KeyPath, message: impl Into<String>) -> Problem {
     Problem::Invalid {
         at: at.clone(),
         message: message.into(),
@@ -151,7 +151,7 @@ pub(super) fn validate(
             ));
         }
     }
-    Ok(())
+    super::profile::check_views(cfg)
 }
 
 fn positive(at: &[&str], value: u64) -> Result<(), Problem> {

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::downstream::outbox::Outbox;
 use crate::protocol::Message;
-use crate::state::ids::ClientId;
+use crate::state::ids::{ClientId, ViewId};
 
 /// What a client session tells the hub.
 #[derive(Debug)]
@@ -23,6 +23,8 @@ pub enum ClientEvent {
         client: ClientId,
         outbox: Arc<Outbox>,
         kind: ClientKind,
+        /// The view it sees: the default one, or a profile's.
+        view: ViewId,
         reply: oneshot::Sender<Result<(), AdmitError>>,
     },
     /// One well-formed JSON-RPC message from a client (batches are split before).
@@ -62,6 +64,8 @@ pub enum AdmitError {
     TooManyClients(usize),
     #[error("mcpmux is shutting down")]
     ShuttingDown,
+    #[error("this profile was removed from the configuration")]
+    NoSuchProfile,
 }
 
 /// Whoever reads client events has stopped; the session should wind down.
@@ -74,6 +78,8 @@ pub struct HubGone;
 pub struct ClientLink {
     tx: mpsc::Sender<ClientEvent>,
     next_client: Arc<AtomicU64>,
+    /// The view clients opened through [`ClientLink::open`] see.
+    view: ViewId,
 }
 
 impl ClientLink {
@@ -81,19 +87,41 @@ impl ClientLink {
         ClientLink {
             tx,
             next_client: Arc::new(AtomicU64::new(1)),
+            view: ViewId::DEFAULT,
         }
     }
 
-    /// Allocates a client id and asks the hub to admit a legacy client.
+    /// The same link, opening clients that see `view` (`mcpmux stdio --profile`).
+    pub fn with_view(&self, view: ViewId) -> ClientLink {
+        ClientLink {
+            view,
+            ..self.clone()
+        }
+    }
+
+    /// Allocates a client id and asks the hub to admit a legacy client (of this link's
+    /// view).
     pub async fn open_client(&self, outbox: Arc<Outbox>) -> Result<ClientId, AdmitError> {
         self.open(outbox, ClientKind::Legacy).await
     }
 
-    /// Allocates a client id and asks the hub to admit a client of `kind`.
+    /// Allocates a client id and asks the hub to admit a client of `kind` that sees
+    /// this link's view.
     pub async fn open(
         &self,
         outbox: Arc<Outbox>,
         kind: ClientKind,
+    ) -> Result<ClientId, AdmitError> {
+        self.open_in(outbox, kind, self.view).await
+    }
+
+    /// Allocates a client id and asks the hub to admit a client of `kind` that sees
+    /// `view`.
+    pub async fn open_in(
+        &self,
+        outbox: Arc<Outbox>,
+        kind: ClientKind,
+        view: ViewId,
     ) -> Result<ClientId, AdmitError> {
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (reply, rx) = oneshot::channel();
@@ -102,6 +130,7 @@ impl ClientLink {
                 client,
                 outbox,
                 kind,
+                view,
                 reply,
             })
             .await

@@ -95,6 +95,7 @@ impl Hub {
             .iter()
             .filter(|(id, c)| {
                 c.init.as_ref().is_some_and(|i| i.modern.is_none())
+                    && self.catalog.in_view(c.view, upstream)
                     && match policy {
                         UnrelatedPolicy::None => false,
                         UnrelatedPolicy::LogLevel => is_log && self.log_levels.contains_key(id),

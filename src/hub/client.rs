@@ -10,7 +10,7 @@ use crate::protocol::methods::{self, parse_params, InitializeParams};
 use crate::protocol::{code, negotiate_version, Kind, Message, RawId};
 use crate::state::capabilities::{self, UpstreamOffer};
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId, ViewId};
 use crate::state::pending::Origin;
 use crate::state::subscriptions::SubEffect;
 
@@ -156,11 +156,14 @@ impl Hub {
         }
     }
 
-    /// What every ready upstream offers, for the capabilities mcpmux declares.
-    pub(super) fn ready_offers(&self) -> Vec<UpstreamOffer<'_>> {
+    /// What every ready upstream of `view` offers, for the capabilities mcpmux
+    /// declares to its clients.
+    pub(super) fn ready_offers(&self, view: ViewId) -> Vec<UpstreamOffer<'_>> {
         self.upstreams
             .iter()
-            .filter_map(|u| match &u.status {
+            .enumerate()
+            .filter(|(i, _)| self.catalog.in_view(view, UpstreamId(*i)))
+            .filter_map(|(_, u)| match &u.status {
                 UpstreamStatus::Ready(info) => Some(UpstreamOffer {
                     capabilities: &info.capabilities,
                     force_subscribe: u.force_subscribe,
@@ -170,12 +173,14 @@ impl Hub {
             .collect()
     }
 
-    /// The ready upstreams' `instructions`, joined by blank lines.
-    pub(super) fn ready_instructions(&self) -> Option<String> {
+    /// The `instructions` of the ready upstreams of `view`, joined by blank lines.
+    pub(super) fn ready_instructions(&self, view: ViewId) -> Option<String> {
         let all: Vec<&str> = self
             .upstreams
             .iter()
-            .filter_map(|u| match &u.status {
+            .enumerate()
+            .filter(|(i, _)| self.catalog.in_view(view, UpstreamId(*i)))
+            .filter_map(|(_, u)| match &u.status {
                 UpstreamStatus::Ready(i) => i.instructions.as_deref(),
                 _ => None,
             })
@@ -193,14 +198,15 @@ impl Hub {
                 "initialize needs params.protocolVersion (string) and params.capabilities",
             );
         };
-        let caps = capabilities::merged_capabilities(self.ready_offers());
+        let view = self.view_of(client);
+        let caps = capabilities::merged_capabilities(self.ready_offers(view));
         let declared_subscribe = capabilities::declares_subscribe(&caps);
         let mut result = json!({
             "protocolVersion": negotiate_version(&params.protocol_version),
             "capabilities": caps,
             "serverInfo": {"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")},
         });
-        if let Some(text) = self.ready_instructions() {
+        if let Some(text) = self.ready_instructions(view) {
             result["instructions"] = json!(text);
         }
         if let Some(c) = self.clients.get_mut(&client) {
@@ -283,7 +289,7 @@ impl Hub {
         let Some(uri) = self.uri_param_or_reply(client, &id, msg) else {
             return;
         };
-        if let Some((upstream, upstream_uri)) = self.route_uri(&uri) {
+        if let Some((upstream, upstream_uri)) = self.route_uri(self.view_of(client), &uri) {
             let key = SubKey::new(upstream, &upstream_uri);
             let effects = self
                 .subs
@@ -295,7 +301,7 @@ impl Hub {
 
     /// Forwards a request to its upstream under a proxy id; the answer is mapped back.
     pub(super) fn forward_request(&mut self, client: ClientId, id: RawId, mut msg: Message) {
-        let upstream = match self.route_request(&mut msg) {
+        let upstream = match self.route_request(self.view_of(client), &mut msg) {
             Ok(u) => u,
             Err((code, why)) => return self.reply_error(client, &id, code, &why),
         };
@@ -359,8 +365,7 @@ impl Hub {
             methods::ROOTS_LIST_CHANGED => {
                 // Roots are per session: every upstream mcpmux declared roots to
                 // hears that they may have changed, and asks again.
-                for u in 0..self.upstreams.len() {
-                    let u = UpstreamId(u);
+                for u in self.view_members(self.view_of(client)) {
                     if self.upstreams[u.0].declares_roots && self.upstream_ready(u).is_some() {
                         self.send_to_upstream(u, &msg);
                     }

@@ -10,7 +10,7 @@
 use serde_json::json;
 
 use super::{Hub, UpstreamStatus};
-use crate::downstream::outbox::{CoalesceKey, OutKind};
+use crate::downstream::outbox::OutKind;
 use crate::protocol::methods::{self};
 use crate::protocol::{code, Kind, Message};
 use crate::state::catalog::ListKind;
@@ -75,16 +75,8 @@ impl Hub {
         }
         // Its lists join the merged ones: clients that initialized before (it was
         // down, or restarting) hear that they changed.
-        for method in [
-            methods::TOOLS_LIST_CHANGED,
-            methods::PROMPTS_LIST_CHANGED,
-            methods::RESOURCES_LIST_CHANGED,
-        ] {
-            self.broadcast(
-                &Message::notification(method, None),
-                OutKind::Coalescible(CoalesceKey::Method(method.into())),
-            );
-        }
+        let audience = self.views_with(upstream);
+        self.lists_changed_for(&audience);
         self.answer_deferred_inits();
     }
 

@@ -54,18 +54,18 @@ impl Hub {
             .params()
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
             .and_then(|p| p.get("cursor").cloned());
+        let view = self.view_of(client);
         let parts: Vec<(UpstreamId, Option<String>)> = match cursor {
             None | Some(Value::Null) => self
-                .candidates(kind.capability())
+                .candidates(view, kind.capability())
                 .into_iter()
                 .filter(|u| self.upstream_ready(*u).is_some())
                 .map(|u| (u, None))
                 .collect(),
             Some(Value::String(c)) => match decode_cursor(&c, self.upstreams.len()) {
-                Some(p) => p,
-                None => {
-                    return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor")
-                }
+                // A cursor naming a server outside the client's view is not one of its.
+                Some(p) if p.iter().all(|(u, _)| self.catalog.in_view(view, *u)) => p,
+                _ => return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor"),
             },
             Some(_) => {
                 return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor")
@@ -169,6 +169,7 @@ impl Hub {
             return;
         }
         let agg = self.lists.remove(&agg_id).expect("checked");
+        let view = self.view_of(agg.client);
         let mut items = Vec::new();
         let mut next = Vec::new();
         let mut first_error = None;
@@ -177,7 +178,7 @@ impl Hub {
             match outcome.as_ref().expect("all parts done") {
                 Ok(page) => {
                     any_ok = true;
-                    items.extend(self.catalog.present(*u, agg.kind, &page.items));
+                    items.extend(self.catalog.present(view, *u, agg.kind, &page.items));
                     if let Some(c) = &page.next {
                         next.push((*u, Some(c.clone())));
                     }
@@ -295,7 +296,7 @@ impl Hub {
             return;
         }
         self.upstream_log_level = wanted;
-        for u in self.candidates("logging") {
+        for u in self.candidates(crate::state::ids::ViewId::DEFAULT, "logging") {
             self.send_log_level(u);
         }
     }

@@ -181,6 +181,7 @@ impl Hub {
             started_unix_ms: self.started_unix_ms,
             upstreams,
             clients: clients.into_iter().collect(),
+            profiles: self.clients_per_view(),
             uris_held: self.subs.keys().filter(|k| self.subs.is_active(k)).count(),
             holders: stats.client_subscriptions,
             top_uris: top,

@@ -38,6 +38,7 @@ mod routing;
 mod upstream_era;
 mod upstream_notifications;
 mod upstream_responses;
+mod views;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,7 +58,7 @@ use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
 use crate::state::catalog::{Catalog, UpstreamNaming};
-use crate::state::ids::{ClientId, IdMap, ProxyId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, IdMap, ProxyId, SubKey, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
 use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
@@ -90,6 +91,18 @@ pub struct HubSettings {
     pub request_max_total: Duration,
     pub cache_entries: usize,
     pub cache_bytes: usize,
+    /// The profiles (views besides the default one), with the ids the wiring gave them.
+    pub profiles: Vec<HubProfile>,
+}
+
+/// One `[profiles.NAME]` as the hub applies it (docs/architecture.md, "Profiles").
+#[derive(Debug, Clone, PartialEq)]
+pub struct HubProfile {
+    pub id: ViewId,
+    pub name: String,
+    /// Server names; the hub maps them to its upstreams.
+    pub servers: Vec<String>,
+    pub tools: crate::state::views::NameFilter,
 }
 
 impl HubSettings {
@@ -108,6 +121,7 @@ impl HubSettings {
             ),
             cache_entries: c.cache.max_entries,
             cache_bytes: c.cache.max_bytes,
+            profiles: Vec::new(),
         }
     }
 }
@@ -136,6 +150,8 @@ pub struct UpstreamSlot {
     pub declared_caps: serde_json::Value,
     /// Shared by the fleet (`[fleet]` configured and a Streamable HTTP upstream).
     pub shared: bool,
+    /// What it shows of itself in every view (`servers.NAME.tools_allow`, renames, ...).
+    pub view: Arc<crate::state::views::ServerView>,
     /// Capabilities from its last successful `initialize` (kept while it is down, so
     /// requests for it get "not available" rather than "unknown").
     pub(crate) last_caps: serde_json::Value,
@@ -171,6 +187,8 @@ pub(crate) type SubError = serde_json::Value;
 
 struct ClientState {
     outbox: Arc<Outbox>,
+    /// The view it sees (the default one, or its profile's).
+    view: ViewId,
     /// `false` when the outbox is a connection's, shared by several clients (a modern
     /// stdio connection's requests): ending this client must not close it.
     owns_outbox: bool,
@@ -263,7 +281,7 @@ pub struct Hub {
 
 impl Hub {
     pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
-        Hub {
+        let mut hub = Hub {
             subs: SubscriptionRegistry::new(settings.linger),
             cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
             catalog: Catalog::new(
@@ -272,6 +290,7 @@ impl Hub {
                     .map(|u| UpstreamNaming {
                         prefix: u.prefix.clone(),
                         uri_prefixes: u.uri_prefixes.clone(),
+                        view: u.view.clone(),
                     })
                     .collect(),
             ),
@@ -303,7 +322,9 @@ impl Hub {
             shutting_down: false,
             peak_queue: 0,
             coalesced_gone: 0,
-        }
+        };
+        hub.apply_views();
+        hub
     }
 
     /// Runs until `shutdown` is cancelled or every client link is dropped.
@@ -386,10 +407,13 @@ impl Hub {
                 client,
                 outbox,
                 kind,
+                view,
                 reply,
             } => {
                 let r = if self.shutting_down {
                     Err(AdmitError::ShuttingDown)
+                } else if self.catalog.view(view).is_none() {
+                    Err(AdmitError::NoSuchProfile)
                 } else if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
@@ -428,6 +452,7 @@ impl Hub {
                         client,
                         ClientState {
                             outbox,
+                            view,
                             owns_outbox,
                             init,
                         },

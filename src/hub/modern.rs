@@ -25,7 +25,7 @@ use crate::protocol::modern::{self, meta};
 use crate::protocol::{code, methods, Message, RawId};
 use crate::state::capabilities::{self, UpstreamOffer};
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, SubKey};
+use crate::state::ids::{ClientId, SubKey, ViewId};
 
 /// What the hub keeps for a modern client.
 #[derive(Debug, Default)]
@@ -115,7 +115,7 @@ impl Hub {
         }
         match method.as_str() {
             methods::SERVER_DISCOVER => {
-                let result = self.discover_result();
+                let result = self.discover_result(self.view_of(client));
                 self.reply(client, &id, result);
             }
             methods::SUBSCRIPTIONS_LISTEN => self.on_listen(client, id, &msg),
@@ -147,7 +147,10 @@ impl Hub {
         let Some(name) = params["name"].as_str() else {
             return Ok(());
         };
-        let Some(tool) = self.catalog.item(ListKind::Tools, name) else {
+        let Some(tool) = self
+            .catalog
+            .item(self.view_of(client), ListKind::Tools, name)
+        else {
             return Ok(());
         };
         modern::check_param_headers(&tool["inputSchema"], &params["arguments"], headers)
@@ -169,18 +172,18 @@ impl Hub {
             .is_some_and(|i| i.modern.is_some())
     }
 
-    /// `server/discover`, answered from the aggregated upstream state.
-    fn discover_result(&self) -> Value {
+    /// `server/discover`, answered from the aggregated state of the view's upstreams.
+    fn discover_result(&self, view: ViewId) -> Value {
         let mut result = json!({
             "resultType": "complete",
             "supportedVersions": modern::supported_versions(),
-            "capabilities": capabilities::merged_capabilities(self.ready_offers()),
+            "capabilities": capabilities::merged_capabilities(self.ready_offers(view)),
             "_meta": {meta::SERVER_INFO: server_info()},
         });
-        if let Some(text) = self.ready_instructions() {
+        if let Some(text) = self.ready_instructions(view) {
             result["instructions"] = json!(text);
         }
-        let hints = self.hints_of(0..self.upstreams.len());
+        let hints = self.hints_of(self.view_members(view).into_iter().map(|u| u.0));
         set_hints(&mut result, hints);
         result
     }
@@ -208,14 +211,21 @@ impl Hub {
             })
     }
 
-    /// The cache hints of a result of `method` (with `params.uri` for a read).
-    fn hints_for(&self, method: &str, uri: Option<&str>) -> Option<Hints> {
+    /// The cache hints of a result of `method` (with `params.uri` for a read) for a
+    /// client of `view`.
+    fn hints_for(&self, view: ViewId, method: &str, uri: Option<&str>) -> Option<Hints> {
         if method == methods::RESOURCES_READ {
-            let (u, _) = self.route_uri(uri?)?;
+            let (u, _) = self.route_uri(view, uri?)?;
             return Some(self.hints_of([u.0]));
         }
         let kind = ListKind::from_method(method)?;
-        Some(self.hints_of(self.candidates(kind.capability()).into_iter().map(|u| u.0)))
+        Some(
+            self.hints_of(
+                self.candidates(view, kind.capability())
+                    .into_iter()
+                    .map(|u| u.0),
+            ),
+        )
     }
 
     /// Gives a response to a modern client the era's shape: results carry
@@ -253,7 +263,7 @@ impl Hub {
             result
                 .entry("resultType")
                 .or_insert_with(|| json!("complete"));
-            if let Some(h) = self.hints_for(&method, uri.as_deref()) {
+            if let Some(h) = self.hints_for(self.view_of(client), &method, uri.as_deref()) {
                 if v.get("ttlMs").is_none() {
                     set_hints(&mut v, h);
                 }
@@ -319,7 +329,7 @@ impl Hub {
         m.listen = Some(listen);
         let now = Instant::now().into_std();
         for (i, uri) in uris.iter().enumerate() {
-            let key = self.listen_key(uri);
+            let key = self.listen_key(self.view_of(client), uri);
             let Some(key) = key else {
                 self.listen_settled(client, i, false);
                 continue;
@@ -340,8 +350,8 @@ impl Hub {
 
     /// The registry key of a URI a listen asks for, when an upstream can deliver its
     /// updates (it declares `resources.subscribe`, or `force_subscribe`).
-    fn listen_key(&self, uri: &str) -> Option<SubKey> {
-        let (upstream, own) = self.route_uri(uri)?;
+    fn listen_key(&self, view: ViewId, uri: &str) -> Option<SubKey> {
+        let (upstream, own) = self.route_uri(view, uri)?;
         let slot = &self.upstreams[upstream.0];
         let key = SubKey::new(upstream, &own);
         let ok = match &slot.status {

@@ -5,16 +5,23 @@
 //! server was only changed (then they keep them, and the new upstream subscribes them
 //! and tells them they may have changed when it is ready), it gets
 //! one `resources/unsubscribe` per URI it holds, queued before the caller stops its
-//! actor, and every client hears `list_changed`. Upstreams not named are untouched.
+//! actor. A server whose filters or renames alone changed keeps its session. Profiles
+//! are applied anew (the clients of a removed one are closed), and the clients of every
+//! view that changed hear `list_changed`; nobody else does. Upstreams not named are
+//! untouched.
 //!
 //! Owns nothing beyond applying a [`ReloadPlan`]; never starts or stops an actor.
 
 use serde_json::json;
 
+use std::sync::Arc;
+
+use super::views::Audience;
 use super::{Hub, HubSettings, UpstreamSlot, UpstreamStatus};
 use crate::protocol::code;
 use crate::state::catalog::{ListKind, UpstreamNaming};
-use crate::state::ids::UpstreamId;
+use crate::state::ids::{UpstreamId, ViewId};
+use crate::state::views::ServerView;
 
 /// What changes, in the order the hub applies it: settings, removals, additions.
 #[derive(Debug)]
@@ -26,6 +33,9 @@ pub struct ReloadPlan {
     /// Changed servers: (the removed upstream, the index in `added` of its new slot).
     /// Their holders keep their URIs, which the new upstream subscribes when ready.
     pub replaced: Vec<(UpstreamId, usize)>,
+    /// Servers whose view keys alone changed (filters, renames): they keep their
+    /// session; what they show is replaced.
+    pub retuned: Vec<(UpstreamId, Arc<ServerView>)>,
 }
 
 impl Hub {
@@ -35,8 +45,16 @@ impl Hub {
             removed,
             added,
             replaced,
+            retuned,
         } = plan;
         let first_added = self.upstreams.len();
+        // Who sees what changes: the views of the servers removed or retuned now, and
+        // (below) of those added or retuned after, and every view whose profile changed.
+        let mut audience: Vec<ViewId> = Vec::new();
+        let mut hear = |a: Audience| audience.extend(a.0);
+        for u in removed.iter().chain(retuned.iter().map(|(u, _)| u)) {
+            hear(self.views_with(*u));
+        }
         if settings.cache_entries != self.settings.cache_entries
             || settings.cache_bytes != self.settings.cache_bytes
         {
@@ -49,6 +67,22 @@ impl Hub {
             cache_bytes: self.settings.cache_bytes,
             ..settings
         };
+        for (u, view) in retuned {
+            let Some(slot) = self.upstreams.get_mut(u.0) else {
+                continue;
+            };
+            tracing::info!(upstream = %slot.name, "what the upstream shows changed by reload");
+            slot.view = view.clone();
+            self.catalog.set_naming(
+                u,
+                UpstreamNaming {
+                    prefix: slot.prefix.clone(),
+                    uri_prefixes: slot.uri_prefixes.clone(),
+                    view,
+                },
+            );
+            hear(self.views_with(u));
+        }
         for u in removed {
             let to = replaced
                 .iter()
@@ -56,6 +90,9 @@ impl Hub {
                 .map(|(_, i)| UpstreamId(first_added + i));
             self.remove_upstream(u, to);
         }
+        let added_ids: Vec<UpstreamId> = (0..added.len())
+            .map(|i| UpstreamId(self.upstreams.len() + i))
+            .collect();
         for slot in added {
             let u = UpstreamId(self.upstreams.len());
             tracing::info!(upstream = %slot.name, id = u.0, "upstream added by reload");
@@ -64,24 +101,22 @@ impl Hub {
                 UpstreamNaming {
                     prefix: slot.prefix.clone(),
                     uri_prefixes: slot.uri_prefixes.clone(),
+                    view: slot.view.clone(),
                 },
             );
             self.upstreams.push(slot);
         }
-        // Its lists join (or leave) the merged ones: clients hear it now, and again when
-        // an added upstream's catalog arrives.
-        for method in [
-            crate::protocol::methods::TOOLS_LIST_CHANGED,
-            crate::protocol::methods::PROMPTS_LIST_CHANGED,
-            crate::protocol::methods::RESOURCES_LIST_CHANGED,
-        ] {
-            self.broadcast(
-                &crate::protocol::Message::notification(method, None),
-                crate::downstream::outbox::OutKind::Coalescible(
-                    crate::downstream::outbox::CoalesceKey::Method(method.into()),
-                ),
-            );
+        // Profiles added, changed or removed (their clients are closed), and the views
+        // mapped to the new upstream table.
+        audience.extend(self.apply_views());
+        for u in added_ids {
+            audience.extend(self.views_with(u).0);
         }
+        audience.sort_unstable();
+        audience.dedup();
+        // Their lists join (or leave) the merged ones: the clients that see them hear it
+        // now, and again when an added upstream's catalog arrives.
+        self.lists_changed_for(&Audience(audience));
     }
 
     /// Removes `u`; with `to`, its held URIs move to that upstream (a changed server).

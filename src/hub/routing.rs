@@ -11,26 +11,38 @@ use super::Hub;
 use crate::protocol::methods::{parse_params, UriParams};
 use crate::protocol::{code, Message, RawId};
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, SubKey, UpstreamId, ViewId};
 
 impl Hub {
-    /// Upstreams whose last known capabilities include `capability`.
-    pub(super) fn candidates(&self, capability: &str) -> Vec<UpstreamId> {
+    /// Upstreams of `view` whose last known capabilities include `capability`.
+    pub(super) fn candidates(&self, view: ViewId, capability: &str) -> Vec<UpstreamId> {
         self.upstreams
             .iter()
             .enumerate()
             .filter(|(_, u)| u.last_caps.get(capability).is_some_and(Value::is_object))
             .map(|(i, _)| UpstreamId(i))
+            .filter(|u| self.catalog.in_view(view, *u))
             .collect()
     }
 
-    /// Resolves a resource URI to (upstream, URI as the upstream knows it).
-    pub(super) fn route_uri(&self, uri: &str) -> Option<(UpstreamId, String)> {
-        let mut cands = self.candidates("resources");
-        if cands.is_empty() && self.upstreams.len() == 1 {
-            cands.push(UpstreamId(0));
+    /// [`Hub::candidates`], or the view's one upstream when none is known to offer it
+    /// (a view of one server routes everything there).
+    fn candidates_or_only(&self, view: ViewId, capability: &str) -> Vec<UpstreamId> {
+        let cands = self.candidates(view, capability);
+        if !cands.is_empty() {
+            return cands;
         }
-        self.catalog.route_uri(uri, &cands)
+        match self.view_members(view).as_slice() {
+            [only] => vec![*only],
+            _ => cands,
+        }
+    }
+
+    /// Resolves a resource URI as clients of `view` know it to (upstream, URI as the
+    /// upstream knows it).
+    pub(super) fn route_uri(&self, view: ViewId, uri: &str) -> Option<(UpstreamId, String)> {
+        let cands = self.candidates_or_only(view, "resources");
+        self.catalog.route_uri(view, uri, &cands)
     }
 
     /// Reads `params.uri` of a `resources/*` request; answers the client with an
@@ -62,7 +74,7 @@ impl Hub {
         id: &RawId,
         uri: &str,
     ) -> Option<SubKey> {
-        match self.route_uri(uri) {
+        match self.route_uri(self.view_of(client), uri) {
             Some((upstream, own)) => Some(SubKey::new(upstream, &own)),
             None => {
                 let m = Message::error_response(
@@ -77,9 +89,13 @@ impl Hub {
         }
     }
 
-    /// Picks the upstream for a forwarded request and rewrites the routed member
-    /// (tool or prompt name, URI, completion ref) to the upstream's own form.
-    pub(super) fn route_request(&self, msg: &mut Message) -> Result<UpstreamId, (i64, String)> {
+    /// Picks the upstream of `view` for a forwarded request and rewrites the routed
+    /// member (tool or prompt name, URI, completion ref) to the upstream's own form.
+    pub(super) fn route_request(
+        &self,
+        view: ViewId,
+        msg: &mut Message,
+    ) -> Result<UpstreamId, (i64, String)> {
         let method = msg.method().unwrap_or_default().to_owned();
         let params = msg
             .params()
@@ -91,14 +107,9 @@ impl Hub {
                     format!("{method} needs params.{} (string)", path.join(".")),
                 )
             })?;
-            let cands = self.candidates(kind.capability());
-            let cands = if cands.is_empty() && self.upstreams.len() == 1 {
-                vec![UpstreamId(0)]
-            } else {
-                cands
-            };
+            let cands = self.candidates_or_only(view, kind.capability());
             self.catalog
-                .route_name(kind, name, &cands)
+                .route_name(view, kind, name, &cands)
                 .ok_or_else(|| (code::INVALID_PARAMS, format!("unknown {what}: {name}")))
         };
         let by_uri = |path: &[&str]| {
@@ -115,7 +126,7 @@ impl Hub {
             } else {
                 code::INVALID_PARAMS
             };
-            self.route_uri(uri).ok_or_else(|| {
+            self.route_uri(view, uri).ok_or_else(|| {
                 (
                     not_found,
                     format!("Resource not found: no upstream serves {uri}"),
@@ -151,12 +162,14 @@ impl Hub {
                             .into(),
                     )),
                 },
-                _ if self.upstreams.len() == 1 => return Ok(UpstreamId(0)),
                 other => {
+                    if let [only] = self.view_members(view).as_slice() {
+                        return Ok(*only);
+                    }
                     return Err((
                         code::METHOD_NOT_FOUND,
                         format!("mcpmux cannot route {other} when several servers are configured"),
-                    ))
+                    ));
                 }
             };
         if params.at(path) != Some(own.as_str()) {

@@ -32,6 +32,7 @@ fn settings() -> HubSettings {
         request_max_total: Duration::from_secs(600),
         cache_entries: 100,
         cache_bytes: 1 << 20,
+        profiles: Vec::new(),
     }
 }
 
@@ -57,6 +58,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
                 cache_scope: Default::default(),
                 declares_roots: true,
                 shared: false,
+                view: Default::default(),
                 declared_caps: json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
                 last_caps: Value::Null,
                 status: UpstreamStatus::Starting,

@@ -10,7 +10,7 @@ use serde_json::{Map, Value};
 use super::{lists, Hub, UpstreamStatus};
 use crate::protocol::modern;
 use crate::protocol::{methods, Message};
-use crate::state::catalog::{expose, ListKind};
+use crate::state::catalog::ListKind;
 use crate::state::ids::{ProxyId, UpstreamId};
 use crate::state::pending::Origin;
 use crate::upstream::{Era, RequestCtx};
@@ -74,11 +74,7 @@ impl Hub {
         let Some(name) = params["name"].as_str() else {
             return Vec::new();
         };
-        let prefix = self.upstreams[upstream.0].prefix.as_deref();
-        let Some(tool) = self
-            .catalog
-            .item(ListKind::Tools, &expose(prefix, false, name))
-        else {
+        let Some(tool) = self.catalog.own_item(upstream, ListKind::Tools, name) else {
             return Vec::new();
         };
         modern::param_headers(&tool["inputSchema"], &params["arguments"])

@@ -73,9 +73,11 @@ impl Hub {
             m if methods::is_list_changed(m) => {
                 let kinds = ListKind::changed_by(m);
                 self.refresh_catalog(upstream, kinds);
+                let audience = self.views_with(upstream);
                 self.broadcast(
                     &msg,
                     OutKind::Coalescible(CoalesceKey::Method(method.as_str().into())),
+                    &audience,
                 );
             }
             methods::LOG_MESSAGE => {
@@ -175,9 +177,11 @@ impl Hub {
 
     /// A notification mcpmux does not interpret: to the client whose request it
     /// belongs to, else by the server's `unrelated_messages` policy.
-    /// Tells every client that the lists an upstream contributes may have changed.
+    /// Tells every client that sees an upstream that the lists it contributes may have
+    /// changed.
     pub(super) fn broadcast_list_changed(&mut self, upstream: UpstreamId) {
         let caps = self.upstreams[upstream.0].last_caps.clone();
+        let audience = self.views_with(upstream);
         for (cap, method) in [
             ("tools", methods::TOOLS_LIST_CHANGED),
             ("prompts", methods::PROMPTS_LIST_CHANGED),
@@ -187,18 +191,25 @@ impl Hub {
                 self.broadcast(
                     &Message::notification(method, None),
                     OutKind::Coalescible(CoalesceKey::Method(method.into())),
+                    &audience,
                 );
             }
         }
     }
 
-    /// Sends a `*/list_changed` to every initialized legacy client and to every
-    /// listen stream that asked for it (tagged).
-    pub(super) fn broadcast(&mut self, msg: &Message, kind: OutKind) {
+    /// Sends a `*/list_changed` to every initialized legacy client of `audience` and to
+    /// every listen stream of it that asked for it (tagged).
+    pub(super) fn broadcast(
+        &mut self,
+        msg: &Message,
+        kind: OutKind,
+        audience: &super::views::Audience,
+    ) {
         let method = msg.method().unwrap_or_default();
         let clients: Vec<ClientId> = self
             .clients
             .iter()
+            .filter(|(_, c)| audience.includes(c.view))
             .filter(|(_, c)| match c.init.as_ref().map(|i| i.modern.as_ref()) {
                 None => false,
                 Some(None) => true,

@@ -273,6 +273,18 @@ impl Collector for SnapshotCollector {
             let labels: Labels<'_> = vec![("transport", transport), ("era", era)];
             m.encode_family(&labels)?.encode_gauge(&(*n as u64))?;
         }
+        if s.profiles.len() > 1 {
+            let mut m = enc.encode_descriptor(
+                "mcpmux_profile_clients",
+                "Connected clients per profile (profile=\"\" is the default endpoint, every server).",
+                None,
+                MetricType::Gauge,
+            )?;
+            for (name, n) in &s.profiles {
+                let labels: Labels<'_> = vec![("profile", name.as_deref().unwrap_or(""))];
+                m.encode_family(&labels)?.encode_gauge(&(*n as u64))?;
+            }
+        }
         Ok(())
     }
 }

@@ -144,6 +144,7 @@ pub fn status_json(s: &Snapshot) -> Value {
         "upstreams": upstreams,
         "clients": clients,
         "clientsTotal": s.clients.iter().map(|(_, n)| n).sum::<usize>(),
+        "profiles": s.profiles.iter().map(|(name, n)| json!({"profile": name, "clients": n})).collect::<Vec<_>>(),
         "subscriptions": {
             "urisHeld": s.uris_held,
             "holders": s.holders,

@@ -66,6 +66,9 @@ pub struct Snapshot {
     pub upstreams: Vec<UpstreamView>,
     /// Clients by (transport, era).
     pub clients: Vec<((&'static str, &'static str), usize)>,
+    /// Clients per view: `None` is the default view (`[listen].path`), else the
+    /// profile's name.
+    pub profiles: Vec<(Option<String>, usize)>,
     /// URIs mcpmux holds upstream (active subscriptions).
     pub uris_held: usize,
     /// (client, URI) holds.

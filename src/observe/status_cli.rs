@@ -123,6 +123,20 @@ pub fn render(s: &Value) -> String {
         text(&s["version"]),
         text(&s["clientsTotal"])
     ));
+    let profiles = s["profiles"].as_array().cloned().unwrap_or_default();
+    if profiles.len() > 1 {
+        table(
+            &mut out,
+            &["PROFILE", "CLIENTS"],
+            profiles
+                .iter()
+                .map(|p| {
+                    let name = p["profile"].as_str().unwrap_or("(default endpoint)");
+                    vec![name.to_owned(), text(&p["clients"])]
+                })
+                .collect(),
+        );
+    }
     let ups = s["upstreams"].as_array().cloned().unwrap_or_default();
     table(
         &mut out,

@@ -8,15 +8,20 @@
 //!   by the hub or passed through for a client, from which the routing table is built;
 //! - collisions: without a prefix the first server in config order wins (the caller
 //!   logs a warning for each hidden item);
-//! - proxy cursors: an opaque token listing, per upstream still paging, its own cursor.
+//! - proxy cursors: an opaque token listing, per upstream still paging, its own cursor;
+//! - views (profiles): one routing table per view, so a name two servers share goes to
+//!   the first server *of that view*; a server's filters and renames apply in every
+//!   view ([`crate::state::views`]).
 //!
 //! Never: sends requests or decides freshness beyond "dropped on list_changed".
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::state::ids::UpstreamId;
+use crate::state::ids::{UpstreamId, ViewId};
+use crate::state::views::{ServerView, ViewSpec};
 
 /// The four paginated lists.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -123,15 +128,33 @@ pub struct Page {
 pub struct UpstreamNaming {
     pub prefix: Option<String>,
     pub uri_prefixes: Vec<String>,
+    /// Its filters and tool renames (`servers.NAME.tools_allow`, ...).
+    pub view: Arc<ServerView>,
 }
 
-#[derive(Debug, Default)]
+/// Exposed name → (upstream, upstream's own name), for one view and kind.
+type RouteTable = HashMap<String, (UpstreamId, String)>;
+
+#[derive(Debug)]
 pub struct Catalog {
     naming: Vec<UpstreamNaming>,
     /// Pages by (upstream, kind) and the upstream cursor that fetched them.
     pages: HashMap<(UpstreamId, ListKind), BTreeMap<Option<String>, Page>>,
-    /// Exposed name → (upstream, upstream's own name), per kind; first server wins.
-    routes: HashMap<ListKind, HashMap<String, (UpstreamId, String)>>,
+    /// The views, by `ViewId` (`None`: a view removed by a reload).
+    views: Vec<Option<ViewSpec>>,
+    /// Routes per (view, kind); within a view the first server wins a name.
+    routes: HashMap<(ViewId, ListKind), RouteTable>,
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog {
+            naming: Vec::new(),
+            pages: HashMap::new(),
+            views: vec![Some(ViewSpec::everything())],
+            routes: HashMap::new(),
+        }
+    }
 }
 
 impl Catalog {
@@ -142,16 +165,61 @@ impl Catalog {
         }
     }
 
-    /// Sets the naming of upstream `u` (added, or cleared when removed by a reload).
+    /// Sets the naming of upstream `u` (added, retuned, or cleared when removed by a
+    /// reload).
     pub fn set_naming(&mut self, u: UpstreamId, naming: UpstreamNaming) {
         if self.naming.len() <= u.0 {
             self.naming.resize(u.0 + 1, UpstreamNaming::default());
         }
         self.naming[u.0] = naming;
+        for kind in ListKind::ALL {
+            self.rebuild(kind);
+        }
+    }
+
+    /// Replaces the views (the default view, id 0, is always every server).
+    pub fn set_views(&mut self, views: Vec<(ViewId, ViewSpec)>) {
+        self.views = vec![Some(ViewSpec::everything())];
+        for (id, spec) in views {
+            let i = id.0 as usize;
+            if i == 0 {
+                continue;
+            }
+            if self.views.len() <= i {
+                self.views.resize(i + 1, None);
+            }
+            self.views[i] = Some(spec);
+        }
+        for kind in ListKind::ALL {
+            self.rebuild(kind);
+        }
+    }
+
+    /// A view, when it exists.
+    pub fn view(&self, id: ViewId) -> Option<&ViewSpec> {
+        self.views.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    /// Whether upstream `u` is in view `id` (no upstream is in a view that does not
+    /// exist).
+    pub fn in_view(&self, id: ViewId, u: UpstreamId) -> bool {
+        self.view(id).is_some_and(|v| v.includes(u))
     }
 
     fn prefix(&self, u: UpstreamId) -> Option<&str> {
         self.naming.get(u.0).and_then(|n| n.prefix.as_deref())
+    }
+
+    fn server_view(&self, u: UpstreamId) -> Option<&ServerView> {
+        self.naming.get(u.0).map(|n| &*n.view)
+    }
+
+    /// The name clients see for an upstream's item (`None`: not shown).
+    fn exposed_name(&self, u: UpstreamId, kind: ListKind, own: &str) -> Option<String> {
+        let shown = self
+            .server_view(u)
+            .map_or(Some(own), |v| v.shown(kind, own))?;
+        Some(expose(self.prefix(u), kind.uses_uri(), shown))
     }
 
     /// Records a page; returns the exposed names it hid because an earlier server
@@ -199,9 +267,9 @@ impl Catalog {
         }
     }
 
+    /// Rebuilds every view's routes of `kind`; returns the names hidden by a collision
+    /// (each once).
     fn rebuild(&mut self, kind: ListKind) -> Vec<String> {
-        let mut table: HashMap<String, (UpstreamId, String)> = HashMap::new();
-        let mut hidden = Vec::new();
         let mut keys: Vec<UpstreamId> = self
             .pages
             .keys()
@@ -209,38 +277,80 @@ impl Catalog {
             .map(|(u, _)| *u)
             .collect();
         keys.sort();
-        for u in keys {
-            let prefix = self.prefix(u).map(str::to_owned);
-            for page in self.pages[&(u, kind)].values() {
-                for item in &page.items {
-                    let Some(name) = item[kind.name_key()].as_str() else {
-                        continue;
-                    };
-                    let exposed = expose(prefix.as_deref(), kind.uses_uri(), name);
-                    match table.get(&exposed) {
-                        Some((owner, _)) if *owner != u => hidden.push(exposed),
-                        Some(_) => {}
-                        None => {
-                            table.insert(exposed, (u, name.to_owned()));
+        let mut hidden = Vec::new();
+        for (i, view) in self.views.iter().enumerate() {
+            let id = ViewId(i as u32);
+            let Some(view) = view else {
+                self.routes.remove(&(id, kind));
+                continue;
+            };
+            let mut table = RouteTable::new();
+            for &u in keys.iter().filter(|u| view.includes(**u)) {
+                for page in self.pages[&(u, kind)].values() {
+                    for item in &page.items {
+                        let Some(own) = item[kind.name_key()].as_str() else {
+                            continue;
+                        };
+                        let Some(exposed) = self.exposed_name(u, kind, own) else {
+                            continue;
+                        };
+                        if !view.shows(kind, &exposed) {
+                            continue;
+                        }
+                        match table.get(&exposed) {
+                            Some((owner, _)) if *owner != u => hidden.push(exposed),
+                            Some(_) => {}
+                            None => {
+                                table.insert(exposed, (u, own.to_owned()));
+                            }
                         }
                     }
                 }
             }
+            self.routes.insert((id, kind), table);
         }
-        self.routes.insert(kind, table);
+        hidden.sort();
+        hidden.dedup();
         hidden
     }
 
-    /// Routes a tool or prompt name: (upstream, its own name).
+    fn table(&self, view: ViewId, kind: ListKind) -> Option<&RouteTable> {
+        self.routes.get(&(view, kind))
+    }
+
+    /// Whether (upstream, own name), found by a fallback, is shown in `view` as
+    /// `exposed`.
+    fn shown_in(
+        &self,
+        view: ViewId,
+        kind: ListKind,
+        exposed: &str,
+        u: UpstreamId,
+        own: &str,
+    ) -> bool {
+        self.view(view).is_some_and(|v| v.shows(kind, exposed))
+            && self.server_view(u).is_none_or(|v| v.allows(kind, own))
+    }
+
+    /// Routes a tool or prompt name as clients of `view` know it: (upstream, its own
+    /// name). `candidates` are the view's upstreams offering the kind.
     pub fn route_name(
         &self,
+        view: ViewId,
         kind: ListKind,
         exposed: &str,
         candidates: &[UpstreamId],
     ) -> Option<(UpstreamId, String)> {
-        if let Some(hit) = self.routes.get(&kind).and_then(|t| t.get(exposed)) {
+        if let Some(hit) = self.table(view, kind).and_then(|t| t.get(exposed)) {
             return Some(hit.clone());
         }
+        let own_of = |u: UpstreamId, shown: &str| -> Option<(UpstreamId, String)> {
+            let own = self
+                .server_view(u)
+                .map_or(Some(shown), |v| v.own(kind, shown))?;
+            self.shown_in(view, kind, exposed, u, own)
+                .then(|| (u, own.to_owned()))
+        };
         // A prefixed name of a server whose list is not known (yet). Once its whole
         // list is known, a name it does not list is no name of it.
         for &u in candidates {
@@ -252,28 +362,39 @@ impl Catalog {
                     .strip_prefix(p)
                     .and_then(|r| r.strip_prefix(NAME_SEP))
                 {
-                    return Some((u, rest.to_owned()));
+                    return own_of(u, rest);
                 }
             }
         }
         // One server that could own it: it does.
         match candidates {
-            [only] if self.prefix(*only).is_none() => Some((*only, exposed.to_owned())),
+            [only] if self.prefix(*only).is_none() => own_of(*only, exposed),
             _ => None,
         }
     }
 
-    /// Routes a resource URI: (upstream, the URI as the upstream knows it). Exact
-    /// URIs from resource lists first, then prefixes (namespacing, `uri_prefixes`),
-    /// then templates, then the only candidate.
+    /// Routes a resource URI as clients of `view` know it: (upstream, the URI as the
+    /// upstream knows it). Exact URIs from resource lists first, then prefixes
+    /// (namespacing, `uri_prefixes`), then templates, then the only candidate. A URI
+    /// the server's `resources_allow`/`resources_deny` hide routes nowhere.
     pub fn route_uri(
         &self,
+        view: ViewId,
+        exposed: &str,
+        candidates: &[UpstreamId],
+    ) -> Option<(UpstreamId, String)> {
+        self.route_uri_unfiltered(view, exposed, candidates)
+            .filter(|(u, own)| self.server_view(*u).is_none_or(|v| v.resources.allows(own)))
+    }
+
+    fn route_uri_unfiltered(
+        &self,
+        view: ViewId,
         exposed: &str,
         candidates: &[UpstreamId],
     ) -> Option<(UpstreamId, String)> {
         if let Some(hit) = self
-            .routes
-            .get(&ListKind::Resources)
+            .table(view, ListKind::Resources)
             .and_then(|t| t.get(exposed))
         {
             return Some(hit.clone());
@@ -298,7 +419,7 @@ impl Catalog {
                 return Some((u, exposed.to_owned()));
             }
         }
-        if let Some(table) = self.routes.get(&ListKind::Templates) {
+        if let Some(table) = self.table(view, ListKind::Templates) {
             let mut best: Option<(usize, UpstreamId)> = None;
             for (template, (u, _)) in table {
                 if self.prefix(*u).is_some() {
@@ -322,15 +443,20 @@ impl Catalog {
         }
     }
 
-    /// The list item an upstream gave for the name clients know as `exposed` (a tool's
-    /// definition, say), when its list is known.
-    pub fn item(&self, kind: ListKind, exposed: &str) -> Option<&Value> {
-        let (u, own) = self.routes.get(&kind)?.get(exposed)?;
+    /// The list item an upstream gave for the name clients of `view` know as
+    /// `exposed` (a tool's definition, say), when its list is known.
+    pub fn item(&self, view: ViewId, kind: ListKind, exposed: &str) -> Option<&Value> {
+        let (u, own) = self.table(view, kind)?.get(exposed)?;
+        self.own_item(*u, kind, own)
+    }
+
+    /// The list item upstream `u` gave for its own name `own`, when its list is known.
+    pub fn own_item(&self, u: UpstreamId, kind: ListKind, own: &str) -> Option<&Value> {
         self.pages
-            .get(&(*u, kind))?
+            .get(&(u, kind))?
             .values()
             .flat_map(|p| p.items.iter())
-            .find(|i| i[kind.name_key()].as_str() == Some(own.as_str()))
+            .find(|i| i[kind.name_key()].as_str() == Some(own))
     }
 
     /// The exposed form of an upstream's URI (for updates and list items).
@@ -338,25 +464,42 @@ impl Catalog {
         expose(self.prefix(u), true, uri)
     }
 
-    /// Items of one upstream page as clients see them: namespaced, and without the
-    /// items hidden by an earlier server's identical name.
-    pub fn present(&self, u: UpstreamId, kind: ListKind, items: &[Value]) -> Vec<Value> {
-        let prefix = self.prefix(u);
-        let table = self.routes.get(&kind);
+    /// Items of one upstream page as clients of `view` see them: filtered, renamed,
+    /// namespaced, and without the items hidden by an earlier server's identical name.
+    pub fn present(
+        &self,
+        view: ViewId,
+        u: UpstreamId,
+        kind: ListKind,
+        items: &[Value],
+    ) -> Vec<Value> {
+        let table = self.table(view, kind);
+        let Some(spec) = self.view(view) else {
+            return Vec::new();
+        };
+        let sv = self.server_view(u);
         items
             .iter()
             .filter_map(|item| {
-                let name = item[kind.name_key()].as_str()?;
-                let exposed = expose(prefix, kind.uses_uri(), name);
-                if table
-                    .and_then(|t| t.get(&exposed))
-                    .is_some_and(|(owner, _)| *owner != u)
+                let own = item[kind.name_key()].as_str()?;
+                let exposed = self.exposed_name(u, kind, own)?;
+                if !spec.shows(kind, &exposed)
+                    || table
+                        .and_then(|t| t.get(&exposed))
+                        .is_some_and(|(owner, _)| *owner != u)
                 {
                     return None;
                 }
+                let description = (kind == ListKind::Tools)
+                    .then(|| sv.and_then(|v| v.description(own)))
+                    .flatten();
+                if exposed == own && description.is_none() {
+                    return Some(item.clone());
+                }
                 let mut item = item.clone();
-                if prefix.is_some() {
-                    item[kind.name_key()] = Value::String(exposed);
+                item[kind.name_key()] = Value::String(exposed);
+                if let Some(d) = description {
+                    item["description"] = Value::String(d.to_owned());
                 }
                 Some(item)
             })
@@ -397,168 +540,4 @@ pub fn decode_cursor(cursor: &str, upstreams: usize) -> Option<Vec<(UpstreamId, 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    fn naming(prefixes: &[Option<&str>]) -> Vec<UpstreamNaming> {
-        prefixes
-            .iter()
-            .map(|p| UpstreamNaming {
-                prefix: p.map(str::to_owned),
-                uri_prefixes: vec![],
-            })
-            .collect()
-    }
-    fn tools(names: &[&str]) -> Page {
-        Page {
-            items: names
-                .iter()
-                .map(|n| json!({"name": n, "inputSchema": {}}))
-                .collect(),
-            next: None,
-        }
-    }
-    const A: UpstreamId = UpstreamId(0);
-    const B: UpstreamId = UpstreamId(1);
-
-    #[test]
-    fn without_prefix_first_server_wins_and_the_loser_is_hidden() {
-        let mut c = Catalog::new(naming(&[None, None]));
-        assert!(c
-            .record(A, ListKind::Tools, None, tools(&["echo", "a_only"]))
-            .is_empty());
-        let hidden = c.record(B, ListKind::Tools, None, tools(&["echo", "b_only"]));
-        assert_eq!(hidden, vec!["echo".to_string()]);
-        assert_eq!(
-            c.route_name(ListKind::Tools, "echo", &[A, B]),
-            Some((A, "echo".into()))
-        );
-        assert_eq!(
-            c.route_name(ListKind::Tools, "b_only", &[A, B]),
-            Some((B, "b_only".into()))
-        );
-        let shown = c.present(B, ListKind::Tools, &tools(&["echo", "b_only"]).items);
-        assert_eq!(shown.len(), 1);
-        assert_eq!(shown[0]["name"], "b_only");
-    }
-
-    #[test]
-    fn prefixes_keep_both_and_route_back() {
-        let mut c = Catalog::new(naming(&[Some("a"), Some("b")]));
-        c.record(A, ListKind::Tools, None, tools(&["echo"]));
-        c.record(B, ListKind::Tools, None, tools(&["echo"]));
-        assert_eq!(
-            c.route_name(ListKind::Tools, "a__echo", &[A, B]),
-            Some((A, "echo".into()))
-        );
-        assert_eq!(
-            c.route_name(ListKind::Tools, "b__echo", &[A, B]),
-            Some((B, "echo".into()))
-        );
-        assert_eq!(c.route_name(ListKind::Tools, "echo", &[A, B]), None);
-        assert_eq!(
-            c.present(B, ListKind::Tools, &tools(&["echo"]).items)[0]["name"],
-            "b__echo"
-        );
-        // b's whole list is known and has no `nope`: not a name of b.
-        assert_eq!(c.route_name(ListKind::Tools, "b__nope", &[A, B]), None);
-    }
-
-    #[test]
-    fn a_prefixed_name_routes_while_the_list_is_not_complete() {
-        let mut c = Catalog::new(naming(&[Some("a")]));
-        assert_eq!(
-            c.route_name(ListKind::Tools, "a__later", &[A]),
-            Some((A, "later".into())),
-            "nothing known yet"
-        );
-        let first = Page {
-            next: Some("p2".into()),
-            ..tools(&["echo"])
-        };
-        c.record(A, ListKind::Tools, None, first);
-        assert!(!c.list_complete(A, ListKind::Tools));
-        assert_eq!(
-            c.route_name(ListKind::Tools, "a__later", &[A]),
-            Some((A, "later".into())),
-            "page 2 not known yet"
-        );
-        c.record(A, ListKind::Tools, Some("p2".into()), tools(&["more"]));
-        assert!(c.list_complete(A, ListKind::Tools));
-        assert_eq!(c.route_name(ListKind::Tools, "a__later", &[A]), None);
-        assert_eq!(
-            c.route_name(ListKind::Tools, "a__more", &[A]),
-            Some((A, "more".into()))
-        );
-    }
-
-    #[test]
-    fn uris_route_by_list_prefix_uri_prefixes_and_templates() {
-        let mut n = naming(&[None, Some("b"), None]);
-        n[2].uri_prefixes = vec!["file:///data/".into()];
-        let mut c = Catalog::new(n);
-        let res = Page {
-            items: vec![json!({"uri": "test://static/1", "name": "one"})],
-            next: None,
-        };
-        c.record(A, ListKind::Resources, None, res.clone());
-        c.record(B, ListKind::Resources, None, res);
-        let tpl = Page {
-            items: vec![json!({"uriTemplate": "demo://dyn/{id}", "name": "d"})],
-            next: None,
-        };
-        c.record(A, ListKind::Templates, None, tpl);
-        let all = [A, B, UpstreamId(2)];
-        assert_eq!(
-            c.route_uri("test://static/1", &all),
-            Some((A, "test://static/1".into()))
-        );
-        assert_eq!(
-            c.route_uri("b+test://static/1", &all),
-            Some((B, "test://static/1".into()))
-        );
-        assert_eq!(
-            c.route_uri("file:///data/x", &all),
-            Some((UpstreamId(2), "file:///data/x".into()))
-        );
-        assert_eq!(
-            c.route_uri("demo://dyn/7", &all),
-            Some((A, "demo://dyn/7".into()))
-        );
-        assert_eq!(c.route_uri("nobody://x", &all), None);
-        assert_eq!(c.expose_uri(B, "test://static/1"), "b+test://static/1");
-    }
-
-    #[test]
-    fn forget_drops_routes() {
-        let mut c = Catalog::new(naming(&[None, None]));
-        c.record(B, ListKind::Tools, None, tools(&["x"]));
-        c.forget(B, ListKind::Tools);
-        assert_eq!(c.route_name(ListKind::Tools, "x", &[A, B]), None);
-    }
-
-    #[test]
-    fn single_upstream_owns_everything_unlisted() {
-        let c = Catalog::new(naming(&[None]));
-        assert_eq!(
-            c.route_name(ListKind::Tools, "t", &[A]),
-            Some((A, "t".into()))
-        );
-        assert_eq!(c.route_uri("x://y", &[A]), Some((A, "x://y".into())));
-    }
-
-    #[test]
-    fn cursors_round_trip_and_foreign_ones_are_refused() {
-        let parts = vec![(A, Some("p2".to_string())), (B, None)];
-        let enc = encode_cursor(&parts);
-        assert_eq!(decode_cursor(&enc, 2), Some(parts));
-        assert_eq!(
-            decode_cursor(&enc, 1),
-            None,
-            "names an upstream that does not exist"
-        );
-        assert_eq!(decode_cursor("garbage", 2), None);
-        assert_eq!(decode_cursor("mx1.zz", 2), None);
-    }
-}
+mod tests;

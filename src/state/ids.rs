@@ -11,6 +11,16 @@ pub struct ClientId(pub u64);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct UpstreamId(pub usize);
 
+/// A view of the upstreams: the default one (every server, at `[listen].path`) or a
+/// `[profiles.NAME]`. Ids are never reused while mcpmux runs, across reloads too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct ViewId(pub u32);
+
+impl ViewId {
+    /// The view of every server.
+    pub const DEFAULT: ViewId = ViewId(0);
+}
+
 /// An id the proxy allocated for a request it sends (upstream or downstream).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ProxyId(pub u64);

@@ -7,3 +7,4 @@ pub mod catalog;
 pub mod ids;
 pub mod pending;
 pub mod subscriptions;
+pub mod views;

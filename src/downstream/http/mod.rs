@@ -1,6 +1,7 @@
 //! The downstream Streamable HTTP transport (the MCP specification's Streamable HTTP
 //! transport; docs/architecture.md, "Streamable HTTP" and "Security"): one endpoint at
-//! `settings.path` answering POST, GET and DELETE, with sessions.
+//! `settings.path` answering POST, GET and DELETE, with sessions, and one more per
+//! profile (`settings.profiles`, each with its view and token).
 //!
 //! Owns: the axum router, the request guards' mapping to HTTP statuses, the session
 //! map (`Mcp-Session-Id` → session actor), and the server's lifetime ([`serve_http`];
@@ -25,6 +26,7 @@
 //! - 202 no body for notifications/responses only; 200 JSON or SSE for requests;
 //!   200 for DELETE.
 
+mod endpoints;
 mod episode;
 mod guard;
 mod listener;
@@ -50,11 +52,13 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info};
 
+pub use self::endpoints::{ProfileEndpoint, ProfileEndpoints};
 use self::guard::GuardError;
 use self::session::{SessionCmd, SessionEntry, SessionMap};
 use crate::config::{LimitsConfig, ListenConfig};
 use crate::downstream::link::ClientLink;
 use crate::protocol::{code, Message};
+use crate::state::ids::ViewId;
 
 /// Implementation-defined JSON-RPC code for transport-level refusals (matches the TS
 /// SDK's use for 403/406/415 answers).
@@ -90,6 +94,9 @@ pub struct HttpSettings {
     /// A connection's time to send a complete request header (also its keep-alive idle
     /// time between requests).
     pub header_read_timeout: Duration,
+    /// The `[profiles.NAME]` endpoints, each with its view and token (replaced on
+    /// reload by whoever holds a clone).
+    pub profiles: ProfileEndpoints,
 }
 
 impl std::fmt::Debug for HttpSettings {
@@ -108,6 +115,7 @@ impl std::fmt::Debug for HttpSettings {
             .field("client_queue", &self.client_queue)
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field("profiles", &self.profiles)
             .finish()
     }
 }
@@ -129,6 +137,7 @@ impl HttpSettings {
             client_queue: limits.client_queue,
             max_connections: limits.max_connections,
             header_read_timeout: Duration::from_millis(limits.header_read_timeout_ms),
+            profiles: ProfileEndpoints::default(),
         }
     }
 }
@@ -200,7 +209,7 @@ pub async fn serve_http_observed(
             router = router.route("/reload", axum::routing::post(observe_view));
         }
     }
-    let router = router.with_state(app.clone());
+    let router = router.fallback(profile_endpoint).with_state(app.clone());
     if let Ok(addr) = listener.local_addr() {
         info!(%addr, %path, "Streamable HTTP listening");
     }
@@ -229,7 +238,7 @@ pub async fn serve_http_observed(
 /// The single endpoint: guards first, on every method, then dispatch.
 /// The operator's view, behind the same guards as the MCP endpoint.
 async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
-    if let Err(resp) = guard_request(&app, req.headers()) {
+    if let Err(resp) = guard_request(&app, req.headers(), app.settings.auth_token.as_deref()) {
         return resp;
     }
     let Some(observe) = app.observe.clone() else {
@@ -244,11 +253,30 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
+/// The default endpoint (`[listen].path`): every server.
 async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
-    let headers = req.headers();
-    if let Err(resp) = guard_request(&app, headers) {
+    if let Err(resp) = guard_request(&app, req.headers(), app.settings.auth_token.as_deref()) {
         return resp;
     }
+    serve_endpoint(app, ViewId::DEFAULT, req).await
+}
+
+/// Any other path: a profile's endpoint when one is served there (behind the
+/// profile's own token when it has one), else 404.
+async fn profile_endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
+    let Some(ep) = app.settings.profiles.get(req.uri().path()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let token = ep.token.as_deref().or(app.settings.auth_token.as_deref());
+    if let Err(resp) = guard_request(&app, req.headers(), token) {
+        return resp;
+    }
+    serve_endpoint(app, ep.view, req).await
+}
+
+/// One MCP request to the endpoint of `view`, its guards passed.
+async fn serve_endpoint(app: Arc<App>, view: ViewId, req: Request) -> Response {
+    let headers = req.headers();
     // A POST checks the version itself: a 2026-07-28 request is told which versions
     // mcpmux speaks in the era's own error.
     if *req.method() != Method::POST {
@@ -257,9 +285,9 @@ async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
         }
     }
     match *req.method() {
-        Method::POST => post::handle(app, req).await,
-        Method::GET => get(app, req.headers()).await,
-        Method::DELETE => delete(app, req.headers()).await,
+        Method::POST => post::handle(app, req, view).await,
+        Method::GET => get(app, req.headers(), view).await,
+        Method::DELETE => delete(app, req.headers(), view).await,
         _ => {
             let mut resp = error(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -273,20 +301,16 @@ async fn endpoint(State(app): State<Arc<App>>, req: Request) -> Response {
     }
 }
 
-/// The Host, Origin and bearer-token checks every request passes first.
+/// The Host, Origin and bearer-token (`token`, when one is required) checks every
+/// request passes first.
 #[allow(clippy::result_large_err)]
-fn guard_request(app: &App, headers: &HeaderMap) -> Result<(), Response> {
+fn guard_request(app: &App, headers: &HeaderMap, token: Option<&str>) -> Result<(), Response> {
     let s = &app.settings;
     let checked = guard::check_host(header_str(headers, &header::HOST), &s.allowed_hosts)
         .and_then(|()| {
             guard::check_origin(header_str(headers, &header::ORIGIN), &s.allowed_origins)
         })
-        .and_then(|()| {
-            guard::check_auth(
-                header_str(headers, &header::AUTHORIZATION),
-                s.auth_token.as_deref(),
-            )
-        });
+        .and_then(|()| guard::check_auth(header_str(headers, &header::AUTHORIZATION), token));
     if let Err(e) = checked {
         debug!(error = %e, "request refused by a guard");
         let mut resp = error(
@@ -306,7 +330,7 @@ fn guard_request(app: &App, headers: &HeaderMap) -> Result<(), Response> {
     Ok(())
 }
 
-async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
+async fn get(app: Arc<App>, headers: &HeaderMap, view: ViewId) -> Response {
     if !guard::accepts(header_str(headers, &header::ACCEPT)).sse {
         return error(
             StatusCode::NOT_ACCEPTABLE,
@@ -314,7 +338,7 @@ async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
             "not acceptable: the GET stream needs Accept: text/event-stream",
         );
     }
-    let entry = match require_session(&app, headers) {
+    let entry = match require_session(&app, headers, view) {
         Ok(e) => e,
         Err(resp) => return resp,
     };
@@ -341,8 +365,8 @@ async fn get(app: Arc<App>, headers: &HeaderMap) -> Response {
 }
 
 /// DELETE: end the session.
-async fn delete(app: Arc<App>, headers: &HeaderMap) -> Response {
-    let entry = match require_session(&app, headers) {
+async fn delete(app: Arc<App>, headers: &HeaderMap, view: ViewId) -> Response {
+    let entry = match require_session(&app, headers, view) {
         Ok(e) => e,
         Err(resp) => return resp,
     };
@@ -357,9 +381,14 @@ async fn delete(app: Arc<App>, headers: &HeaderMap) -> Response {
     StatusCode::OK.into_response()
 }
 
-/// Looks up `Mcp-Session-Id`: 400 when absent, 404 when unknown.
+/// Looks up `Mcp-Session-Id`: 400 when absent, 404 when unknown (or a session of
+/// another endpoint).
 #[allow(clippy::result_large_err)]
-pub(crate) fn require_session(app: &App, headers: &HeaderMap) -> Result<SessionEntry, Response> {
+pub(crate) fn require_session(
+    app: &App,
+    headers: &HeaderMap,
+    view: ViewId,
+) -> Result<SessionEntry, Response> {
     let Some(id) = header_str(headers, &SESSION_ID) else {
         return Err(error(
             StatusCode::BAD_REQUEST,
@@ -367,12 +396,14 @@ pub(crate) fn require_session(app: &App, headers: &HeaderMap) -> Result<SessionE
             "missing Mcp-Session-Id; send initialize first",
         ));
     };
-    lookup(app, id).ok_or_else(session_not_found)
+    lookup(app, id, view).ok_or_else(session_not_found)
 }
 
-pub(crate) fn lookup(app: &App, id: &str) -> Option<SessionEntry> {
+/// The session `id` of the endpoint of `view`; a session opened on another endpoint
+/// is not found here.
+pub(crate) fn lookup(app: &App, id: &str, view: ViewId) -> Option<SessionEntry> {
     let map = app.sessions.lock().unwrap_or_else(|p| p.into_inner());
-    map.get(id).cloned()
+    map.get(id).filter(|e| e.view == view).cloned()
 }
 
 pub(crate) fn session_not_found() -> Response {

@@ -47,6 +47,7 @@ pub(super) async fn handle(
     msg: Message,
     headers: &HeaderMap,
     accepts: Accepts,
+    view: crate::state::ids::ViewId,
 ) -> Response {
     match msg.kind() {
         // This revision defines no client notification over HTTP (closing a stream is
@@ -86,7 +87,7 @@ pub(super) async fn handle(
         shared_outbox: false,
         param_headers: Some(param_headers(headers)),
     };
-    let client = match app.hub.open(outbox.clone(), kind).await {
+    let client = match app.hub.open_in(outbox.clone(), kind, view).await {
         Ok(c) => c,
         Err(e) => {
             return super::error(

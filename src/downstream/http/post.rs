@@ -42,8 +42,9 @@ use super::{
 use crate::downstream::outbox::Outbox;
 use crate::protocol::methods::{self, progress_token};
 use crate::protocol::{code, Incoming, Kind, Message, ParseError, RawId, BATCH_VERSION};
+use crate::state::ids::ViewId;
 
-pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
+pub(super) async fn handle(app: Arc<App>, req: Request, view: ViewId) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     if !guard::is_json_content_type(header_str(headers, &header::CONTENT_TYPE)) {
@@ -95,7 +96,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
             let Incoming::Single(Ok(msg)) = incoming else {
                 unreachable!("matched above")
             };
-            return super::modern::handle(app, msg, headers, accepts).await;
+            return super::modern::handle(app, msg, headers, accepts, view).await;
         }
     }
     let header_version = match guard::protocol_version(raw_version) {
@@ -105,9 +106,9 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
     match incoming {
         Incoming::Single(Err(e)) => parse_error(&e),
         Incoming::Single(Ok(msg)) => match session_id {
-            None if is_initialize(&msg) => initialize(app, msg).await,
+            None if is_initialize(&msg) => initialize(app, msg, view).await,
             None => missing_session(),
-            Some(id) => match lookup(&app, id) {
+            Some(id) => match lookup(&app, id, view) {
                 None => session_not_found(),
                 Some(entry) => single(&app, &entry, msg, accepts).await,
             },
@@ -116,7 +117,7 @@ pub(super) async fn handle(app: Arc<App>, req: Request) -> Response {
             let Some(id) = session_id else {
                 return missing_session();
             };
-            let Some(entry) = lookup(&app, id) else {
+            let Some(entry) = lookup(&app, id, view) else {
                 return session_not_found();
             };
             let version = header_version
@@ -344,9 +345,17 @@ impl Drop for EndOnDrop {
 
 /// `initialize` without a session: admit a client, start its session actor, forward,
 /// and answer with `Mcp-Session-Id` if the hub accepted.
-async fn initialize(app: Arc<App>, msg: Message) -> Response {
+async fn initialize(app: Arc<App>, msg: Message, view: ViewId) -> Response {
     let outbox = Outbox::for_transport(app.settings.client_queue, "http");
-    let client = match app.hub.open_client(outbox.clone()).await {
+    let client = match app
+        .hub
+        .open_in(
+            outbox.clone(),
+            crate::downstream::link::ClientKind::Legacy,
+            view,
+        )
+        .await
+    {
         Ok(c) => c,
         Err(e) => {
             return error(
@@ -360,6 +369,7 @@ async fn initialize(app: Arc<App>, msg: Message) -> Response {
     let (actor, cmd) = session::start(SessionSpawn {
         id: sid.clone(),
         client,
+        view,
         outbox,
         hub: app.hub.clone(),
         sessions: app.sessions.clone(),
@@ -375,6 +385,7 @@ async fn initialize(app: Arc<App>, msg: Message) -> Response {
     let entry = SessionEntry {
         cmd,
         client,
+        view,
         version: None,
     };
     let id = msg.id().cloned().expect("initialize is a request");

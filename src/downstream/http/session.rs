@@ -48,7 +48,7 @@ use super::sse::{self, LastEventId, ReplayBuffer};
 use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
 use crate::protocol::{Message, RawId};
-use crate::state::ids::ClientId;
+use crate::state::ids::{ClientId, ViewId};
 
 /// Depth of the command channel from HTTP handlers to the actor. Handlers wait when it
 /// is full, which only slows that one client.
@@ -75,6 +75,8 @@ pub(crate) type SessionMap = Arc<Mutex<HashMap<String, SessionEntry>>>;
 pub(crate) struct SessionEntry {
     pub cmd: lane::Sender<SessionCmd>,
     pub client: ClientId,
+    /// The view of the endpoint it was opened on: it is served there only.
+    pub view: ViewId,
     /// The protocol version the `initialize` response named, once known.
     pub version: Option<Arc<str>>,
 }
@@ -171,6 +173,7 @@ enum Routed {
 pub(crate) struct SessionSpawn {
     pub id: String,
     pub client: ClientId,
+    pub view: ViewId,
     pub outbox: Arc<Outbox>,
     pub hub: ClientLink,
     pub sessions: SessionMap,
@@ -193,6 +196,7 @@ pub(crate) fn start(
         SessionEntry {
             cmd: cmd_tx.clone(),
             client: s.client,
+            view: s.view,
             version: None,
         },
     );

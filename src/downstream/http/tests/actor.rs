@@ -10,6 +10,7 @@ fn actor(outbox_cap: usize) -> (lane::Sender<SessionCmd>, Arc<Outbox>, Closed) {
     let (fut, cmd) = session::start(session::SessionSpawn {
         id: "s".into(),
         client: ClientId(7),
+        view: Default::default(),
         outbox: outbox.clone(),
         hub,
         sessions: Default::default(),

@@ -128,6 +128,7 @@ pub(super) fn settings() -> HttpSettings {
         client_queue: 64,
         max_connections: 64,
         header_read_timeout: Duration::from_secs(10),
+        profiles: Default::default(),
     }
 }
 

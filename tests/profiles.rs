@@ -1,0 +1,294 @@
+//! Profiles (`[profiles.NAME]`): views of some servers at their own paths over the
+//! same upstream sessions. Three scripted upstreams `a`, `b`, `c` (prefixed by their
+//! names); profile `p1` = a + b, `p2` = a + c. Checked: one upstream subscribe for a URI
+//! held through both profiles and the update reaching both; each profile's tool list;
+//! a hidden tool answering as an unknown one; a rename both ways; a per-profile token;
+//! and a reload of one profile's filter announced to its clients only (legacy sessions
+//! and 2026-07-28 listens).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::http::{Daemon, HttpClient};
+use common::modern::{request, ModernClient};
+use common::{scripted_upstream, temp_config};
+use serde_json::{json, Value};
+
+const URI: &str = "test://static/1";
+
+fn log_path(tag: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!("mcpmux-profiles-{}-{tag}.log", std::process::id()));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+fn server(name: &str, log: &Path, extra: &str) -> String {
+    format!(
+        "[servers.{name}]\ncommand = {cmd:?}\nprefix = \"{name}\"\n{extra}\
+         env = {{ SCRIPTED_NAME = \"{name}\", SCRIPTED_LOG = {log:?} }}\n",
+        cmd = scripted_upstream(),
+    )
+}
+
+/// The config: `p2_filter` is profile p2's extra keys (what the reload test changes).
+fn config(logs: &[PathBuf; 3], p2_filter: &str, tokens: bool) -> String {
+    let token = |var: &str| {
+        if tokens {
+            format!("auth_token_env = \"{var}\"\n")
+        } else {
+            String::new()
+        }
+    };
+    format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n{}{}{}\
+         [profiles.p1]\nservers = [\"a\", \"b\"]\n{}\
+         [profiles.p2]\nservers = [\"a\", \"c\"]\n{}{p2_filter}",
+        server(
+            "a",
+            &logs[0],
+            "tools_deny = [\"hang\"]\ntool_rename = { echo = \"say\" }\n"
+        ),
+        server("b", &logs[1], ""),
+        server("c", &logs[2], ""),
+        token("P1_TOKEN"),
+        token("P2_TOKEN"),
+    )
+}
+
+fn logs(tag: &str) -> [PathBuf; 3] {
+    ["a", "b", "c"].map(|n| log_path(&format!("{tag}-{n}")))
+}
+
+/// Requests with `method` an upstream received (from its `SCRIPTED_LOG`).
+fn received(log: &Path, method: &str) -> usize {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|m| m["method"] == method && m.get("id").is_some())
+        .count()
+}
+
+fn profile_url(d: &Daemon, name: &str) -> String {
+    format!("{}/mcp/{name}", d.origin())
+}
+
+async fn tool_names(c: &mut HttpClient) -> Vec<String> {
+    let r = c.call("tools/list", json!({})).await;
+    let mut names: Vec<String> = r["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().to_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test]
+async fn two_profiles_share_one_subscription_and_each_sees_its_own_tools() {
+    let logs = logs("share");
+    let d = Daemon::start(&config(
+        &logs,
+        "tools_allow = [\"a__*\", \"c__echo\"]\n",
+        false,
+    ))
+    .await;
+    let mut p1 = HttpClient::connect(&profile_url(&d, "p1"), json!({})).await;
+    let mut p2 = HttpClient::connect(&profile_url(&d, "p2"), json!({})).await;
+    let mut all = HttpClient::connect(&d.url, json!({})).await;
+
+    // Each profile lists its own servers' tools, filtered and renamed.
+    let t1 = tool_names(&mut p1).await;
+    let t2 = tool_names(&mut p2).await;
+    assert!(
+        t1.contains(&"a__say".into()) && t1.contains(&"b__echo".into()),
+        "{t1:?}"
+    );
+    assert!(!t1.iter().any(|n| n.starts_with("c__")), "{t1:?}");
+    assert!(
+        !t1.contains(&"a__echo".into()) && !t1.contains(&"a__hang".into()),
+        "{t1:?}"
+    );
+    assert!(
+        t2.contains(&"a__say".into()) && t2.contains(&"c__echo".into()),
+        "{t2:?}"
+    );
+    assert!(
+        t2.iter().all(|n| n.starts_with("a__") || n == "c__echo"),
+        "p2's own filter: {t2:?}"
+    );
+    let every = tool_names(&mut all).await;
+    assert!(every.contains(&"b__echo".into()) && every.contains(&"c__stats".into()));
+
+    // A hidden tool is an unknown one: the same error as a name nobody has.
+    let hidden = p2
+        .call("tools/call", json!({"name": "c__stats", "arguments": {}}))
+        .await;
+    let nobody = p2
+        .call("tools/call", json!({"name": "zz__none", "arguments": {}}))
+        .await;
+    assert_eq!(hidden["error"]["code"], nobody["error"]["code"], "{hidden}");
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+    assert_eq!(hidden["error"]["message"], "unknown tool: c__stats");
+    let other_profile = p1
+        .call("tools/call", json!({"name": "c__echo", "arguments": {}}))
+        .await;
+    assert_eq!(
+        other_profile["error"]["message"], "unknown tool: c__echo",
+        "{other_profile}"
+    );
+    let denied = p1
+        .call("tools/call", json!({"name": "a__hang", "arguments": {}}))
+        .await;
+    assert_eq!(
+        denied["error"]["message"], "unknown tool: a__hang",
+        "{denied}"
+    );
+
+    // A rename works both ways: the new name reaches the original, the old one is gone.
+    let said = p1.tool("a__say", json!({"text": "hi"})).await;
+    assert!(said.to_string().contains("hi"), "{said}");
+    let old = p1
+        .call(
+            "tools/call",
+            json!({"name": "a__echo", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert_eq!(old["error"]["message"], "unknown tool: a__echo", "{old}");
+
+    // A URI of a held through both profiles: one upstream subscribe; the update reaches
+    // the holders of both.
+    let held = format!("a+{URI}");
+    for c in [&mut p1, &mut p2] {
+        let r = c.call("resources/subscribe", json!({"uri": held})).await;
+        assert!(r.get("result").is_some(), "{r}");
+    }
+    assert_eq!(received(&logs[0], "resources/subscribe"), 1);
+    // c's URIs are not p1's.
+    let r = p1
+        .call("resources/subscribe", json!({"uri": format!("c+{URI}")}))
+        .await;
+    assert_eq!(r["error"]["code"], -32002, "{r}");
+    all.tool("a__emit_update", json!({"uri": URI})).await;
+    for c in [&mut p1, &mut p2] {
+        let ev = c.next_event().await;
+        assert_eq!(ev["method"], "notifications/resources/updated", "{ev}");
+        assert_eq!(ev["params"]["uri"], held);
+    }
+    // A session belongs to its endpoint: p1's session id is unknown on p2's path.
+    let resp = reqwest::Client::new()
+        .post(profile_url(&d, "p2"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &p1.session)
+        .body(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}
+
+#[tokio::test]
+async fn a_profile_token_opens_that_profile_only() {
+    let logs = logs("token");
+    let d = Daemon::start_with_env(
+        &config(&logs, "", true),
+        &[("P1_TOKEN", "one-token"), ("P2_TOKEN", "two-token")],
+    )
+    .await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"}}});
+    let post = |url: String, token: &'static str| {
+        let body = init.to_string();
+        async move {
+            reqwest::Client::new()
+                .post(url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("authorization", format!("Bearer {token}"))
+                .body(body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(post(profile_url(&d, "p1"), "one-token").await, 200);
+    assert_eq!(post(profile_url(&d, "p2"), "one-token").await, 401);
+    assert_eq!(post(profile_url(&d, "p2"), "two-token").await, 200);
+    assert_eq!(post(profile_url(&d, "p1"), "two-token").await, 401);
+    // The default endpoint has no token here; a profile's does not matter to it.
+    assert_eq!(post(d.url.clone(), "two-token").await, 200);
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}
+
+/// A 2026-07-28 listen on `url` for tool-list changes and `uri`'s updates.
+async fn listen(url: &str, uri: &str) -> common::modern::EventStream {
+    let body = request(
+        json!("l"),
+        "subscriptions/listen",
+        json!({"notifications": {"toolsListChanged": true, "resourceSubscriptions": [uri]}}),
+    );
+    let mut s = ModernClient::new(url).open_stream(&body).await;
+    let ack = s.next().await.expect("an acknowledgement");
+    assert!(ack.get("error").is_none(), "{ack}");
+    s
+}
+
+#[tokio::test]
+async fn a_reload_of_one_profiles_filter_is_announced_to_its_clients_only() {
+    let logs = logs("reload");
+    let path = temp_config(&config(&logs, "", false));
+    let d = Daemon::start_at(&path).await;
+    let mut p1 = HttpClient::connect(&profile_url(&d, "p1"), json!({})).await;
+    let mut p2 = HttpClient::connect(&profile_url(&d, "p2"), json!({})).await;
+    let mut l1 = listen(&profile_url(&d, "p1"), &format!("a+{URI}")).await;
+    let mut l2 = listen(&profile_url(&d, "p2"), &format!("a+{URI}")).await;
+    let r = p1
+        .call("resources/subscribe", json!({"uri": format!("a+{URI}")}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert!(tool_names(&mut p2).await.contains(&"c__stats".into()));
+
+    // p2 loses c's tools but c__echo; p1 is untouched.
+    std::fs::write(
+        &path,
+        config(&logs, "tools_allow = [\"a__*\", \"c__echo\"]\n", false),
+    )
+    .unwrap();
+    let reload = reqwest::Client::new()
+        .post(format!("{}/reload", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reload.status(), 200, "{}", reload.text().await.unwrap());
+
+    // p2's clients hear it: the legacy session and the listen.
+    let ev = p2.next_event().await;
+    assert_eq!(ev["method"], "notifications/tools/list_changed", "{ev}");
+    let ev = l2.next().await.expect("p2's listen stays open");
+    assert_eq!(ev["method"], "notifications/tools/list_changed", "{ev}");
+    assert!(!tool_names(&mut p2).await.contains(&"c__stats".into()));
+
+    // p1's clients do not: the next thing each gets is the update emitted after the
+    // reload was applied.
+    p1.tool("a__emit_update", json!({"uri": URI})).await;
+    let before = p1.events_until("notifications/resources/updated").await;
+    assert!(before.is_empty(), "p1's session heard: {before:?}");
+    let ev = l1.next().await.expect("p1's listen stays open");
+    assert_eq!(
+        ev["method"], "notifications/resources/updated",
+        "p1's listen heard: {ev}"
+    );
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}

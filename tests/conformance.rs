@@ -52,20 +52,25 @@ fn run_set(url: &str, requirements: &str) -> (bool, String) {
 #[test]
 fn conformance_suite_2025_11_25_and_2026_07_28() {
     ensure_peers();
+    // A profile of the one server: its URL must pass as the default one does.
     let config = format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.scripted]\ncommand = {}\n\
-         env = {{ SCRIPTED_CONFORMANCE = \"1\", SCRIPTED_ERA = \"dual\" }}\n",
-        serde_json::to_string(common::scripted_upstream()).unwrap()
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.scripted]\ncommand = {cmd}\n\
+         env = {{ SCRIPTED_CONFORMANCE = \"1\", SCRIPTED_ERA = \"dual\" }}\n\n\
+         [profiles.conf]\nservers = [\"scripted\"]\n",
+        cmd = serde_json::to_string(common::scripted_upstream()).unwrap()
     );
     let (mcpmux, url) = start_mcpmux(&config);
-    for set in ["2025-11-25", "2026-07-28"] {
-        let (ok, text) = run_set(&url, set);
-        assert!(
-            ok,
-            "conformance {set}: a failure not in the expected list, or a listed one that passes now\n{}\n--- mcpmux ---\n{}",
-            tail(&text, 80),
-            mcpmux.logs()
-        );
+    let profile = format!("{url}/conf");
+    for target in [&url, &profile] {
+        for set in ["2025-11-25", "2026-07-28"] {
+            let (ok, text) = run_set(target, set);
+            assert!(
+                ok,
+                "conformance {set} at {target}: a failure not in the expected list, or a listed one that passes now\n{}\n--- mcpmux ---\n{}",
+                tail(&text, 80),
+                mcpmux.logs()
+            );
+        }
     }
 }
 

@@ -177,9 +177,9 @@ fn every_dialect_imports_into_a_config_check_accepts() {
         text(&unset.stderr)
     );
 
-    // What to put in each host instead: the URL for HTTP hosts, `mcpmux connect` for
-    // Claude Desktop.
-    let url = "http://127.0.0.1:7878/mcp";
+    // What to put in each host instead: its own profile's URL (one profile per host
+    // file) for HTTP hosts, `mcpmux connect` to it for Claude Desktop.
+    let url = |profile: &str| format!("http://127.0.0.1:7878/mcp/{profile}");
     let snippets: Vec<serde_json::Value> = stdout
         .lines()
         .filter_map(|l| serde_json::from_str(l.trim()).ok())
@@ -188,10 +188,18 @@ fn every_dialect_imports_into_a_config_check_accepts() {
     let at = |i: usize, pointer: &str| snippets[i].pointer(pointer).cloned();
     assert_eq!(
         at(0, "/mcpServers/mcpmux/args"),
-        Some(serde_json::json!(["connect", url]))
+        Some(serde_json::json!(["connect", url("claude-desktop")]))
     );
-    assert_eq!(at(1, "/mcpServers/mcpmux/url"), Some(url.into()), "Cursor");
-    assert_eq!(at(2, "/servers/mcpmux/url"), Some(url.into()), "VS Code");
+    assert_eq!(
+        at(1, "/mcpServers/mcpmux/url"),
+        Some(url("cursor").into()),
+        "Cursor"
+    );
+    assert_eq!(
+        at(2, "/servers/mcpmux/url"),
+        Some(url("vscode-project").into()),
+        "VS Code"
+    );
     assert_eq!(
         at(2, "/servers/mcpmux/type"),
         Some("http".into()),
@@ -199,9 +207,24 @@ fn every_dialect_imports_into_a_config_check_accepts() {
     );
     assert_eq!(
         at(3, "/mcpServers/mcpmux/serverUrl"),
-        Some(url.into()),
+        Some(url("windsurf").into()),
         "Windsurf"
     );
+    // Each host keeps its own servers: Cursor's identical `filesystem` was imported once
+    // and is in both profiles.
+    let profiles = resolved["profiles"].as_table().expect("[profiles]");
+    let servers_of = |p: &str| -> Vec<&str> {
+        profiles[p]["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap())
+            .collect()
+    };
+    assert_eq!(profiles.len(), 4, "{profiles:?}");
+    assert_eq!(servers_of("claude-desktop"), ["filesystem", "github"]);
+    assert!(servers_of("cursor").contains(&"filesystem"), "{profiles:?}");
+    assert!(servers_of("cursor").contains(&"github-2"), "{profiles:?}");
     assert!(
         stdout.contains(&format!("mcpmux serve --config {out_path}")),
         "{stdout}"

@@ -188,6 +188,24 @@ async fn two_profiles_share_one_subscription_and_each_sees_its_own_tools() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 404);
+
+    // The operator's view counts clients per profile.
+    let get = |path: &str| {
+        let url = format!("{}{path}", d.origin());
+        async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+    };
+    let metrics = get("/metrics").await;
+    for (profile, n) in [("p1", 1), ("p2", 1), ("", 1)] {
+        let line = format!("mcpmux_profile_clients{{profile=\"{profile}\"}} {n}");
+        assert!(metrics.contains(&line), "{line} in {metrics}");
+    }
+    let status: Value = serde_json::from_str(&get("/status").await).unwrap();
+    assert_eq!(
+        status["profiles"],
+        json!([{"profile": null, "clients": 1}, {"profile": "p1", "clients": 1},
+               {"profile": "p2", "clients": 1}]),
+        "{status}"
+    );
     for l in &logs {
         let _ = std::fs::remove_file(l);
     }
@@ -288,6 +306,83 @@ async fn a_reload_of_one_profiles_filter_is_announced_to_its_clients_only() {
         ev["method"], "notifications/resources/updated",
         "p1's listen heard: {ev}"
     );
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}
+
+#[tokio::test]
+async fn stdio_serves_one_profile_and_names_an_unknown_one() {
+    let logs = logs("stdio");
+    let path = temp_config(&config(&logs, "", false));
+    let path = path.to_str().unwrap();
+    let mut c = common::LineClient::spawn(
+        common::mcpmux_bin(),
+        &["stdio", "--config", path, "--profile", "p2"],
+    );
+    c.initialize(json!({})).await;
+    let r = c.call("tools/list", json!({})).await;
+    let names: Vec<&str> = r["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"c__echo") && names.contains(&"a__say"),
+        "{names:?}"
+    );
+    assert!(!names.iter().any(|n| n.starts_with("b__")), "{names:?}");
+    drop(c);
+
+    let out = std::process::Command::new(common::mcpmux_bin())
+        .args(["stdio", "--config", path, "--profile", "nope"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--profile nope") && stderr.contains("p1, p2"),
+        "{stderr}"
+    );
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}
+
+#[tokio::test]
+async fn a_reload_of_a_servers_filter_keeps_its_session_and_tells_its_views() {
+    let logs = logs("retune");
+    let path = temp_config(&config(&logs, "", false));
+    let d = Daemon::start_at(&path).await;
+    let mut p1 = HttpClient::connect(&profile_url(&d, "p1"), json!({})).await;
+    let mut p2 = HttpClient::connect(&profile_url(&d, "p2"), json!({})).await;
+    let r = p2
+        .call("resources/subscribe", json!({"uri": format!("c+{URI}")}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    assert!(tool_names(&mut p1).await.contains(&"b__stats".into()));
+
+    // b hides `stats`: b is in p1 only.
+    let text = config(&logs, "", false).replace(
+        &server("b", &logs[1], ""),
+        &server("b", &logs[1], "tools_deny = [\"stats\"]\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let reload = reqwest::Client::new()
+        .post(format!("{}/reload", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    let body = reload.text().await.unwrap();
+    assert!(body.contains("its session stays"), "{body}");
+    let ev = p1.next_event().await;
+    assert_eq!(ev["method"], "notifications/tools/list_changed", "{ev}");
+    assert!(!tool_names(&mut p1).await.contains(&"b__stats".into()));
+    assert_eq!(received(&logs[1], "initialize"), 1, "b was not restarted");
+    p2.tool("c__emit_update", json!({"uri": URI})).await;
+    let before = p2.events_until("notifications/resources/updated").await;
+    assert!(before.is_empty(), "p2 does not show b: {before:?}");
     for l in &logs {
         let _ = std::fs::remove_file(l);
     }

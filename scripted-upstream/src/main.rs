@@ -296,6 +296,7 @@
 //! | `SCRIPTED_PAGE_SIZE` | 100 | `resources/list` page size |
 //! | `SCRIPTED_NO_SUBSCRIBE=1` | off | declare `resources: {listChanged: true}` without `subscribe` (subscribe requests are still answered `{}`) |
 //! | `SCRIPTED_DISCOVER_NO_SUBSCRIBE=1` | off | `server/discover` alone declares `resources: {listChanged: true}` without `subscribe` (a dual-era server whose two faces differ; everything is still served) |
+//! | `SCRIPTED_EXTRA_TOOL=<name>` | none | one more tool, `<name>`, answering with `SCRIPTED_NAME` (a name only this server offers) |
 //! | `SCRIPTED_LOG=<path>` | none | append every received line to this file, flushed per line |
 //! | `SCRIPTED_CRASH_ON_START=1` | off | exit 3 right after reading (and logging) the first line |
 //! | `SCRIPTED_SLOW_START=1` | off | answer the first line (a client's era probe) only after the second has arrived, then both in order: a server still starting when its client stopped waiting for the first answer |

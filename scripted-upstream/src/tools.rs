@@ -154,6 +154,14 @@ pub fn definitions(era: Era, http: bool) -> Vec<Value> {
             &[],
         ));
     }
+    if let Some(name) = extra_tool() {
+        tools.push(tool(
+            &name,
+            "SCRIPTED_EXTRA_TOOL: answers with this server's name",
+            json!({}),
+            &[],
+        ));
+    }
     if http {
         tools.push(tool(
             "session",
@@ -169,6 +177,13 @@ pub fn definitions(era: Era, http: bool) -> Vec<Value> {
         ));
     }
     tools
+}
+
+/// The tool `SCRIPTED_EXTRA_TOOL` names, if any (a name only this server offers).
+fn extra_tool() -> Option<String> {
+    std::env::var("SCRIPTED_EXTRA_TOOL")
+        .ok()
+        .filter(|n| !n.is_empty())
 }
 
 pub(crate) fn text_result(text: impl Into<String>) -> Value {
@@ -250,6 +265,9 @@ impl Server {
         modern: bool,
     ) -> Outcome {
         match name {
+            n if extra_tool().as_deref() == Some(n) => {
+                Ok(text_result(self.config.name.clone())).into()
+            }
             "echo" => str_param(args, "text").map(text_result).into(),
             "emit_update" => self.emit_updates(args, Some(1)).await.into(),
             "emit_updates" => self.emit_updates(args, None).await.into(),

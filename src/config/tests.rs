@@ -519,3 +519,93 @@ fn load_names_a_missing_file() {
         "{e}"
     );
 }
+
+const TWO_SERVERS: &str = "[servers.a]\ncommand = \"a\"\n[servers.b]\ncommand = \"b\"\n";
+
+#[test]
+fn profiles_parse_with_their_default_paths_and_filters() {
+    let c = ok(&format!(
+        "{TWO_SERVERS}tools_deny = [\"rm_*\"]\ntool_rename = {{ echo = \"say\" }}\n\
+         [profiles.desk]\nservers = [\"a\"]\n\
+         [profiles.proj]\nservers = [\"a\", \"b\"]\npath = \"/p\"\nauth_token_env = \"PROJ\"\n\
+         tools_allow = [\"b__*\"]\n"
+    ));
+    assert_eq!(c.profiles["desk"].path(), "/mcp/desk");
+    assert_eq!(c.profiles["proj"].path(), "/p");
+    assert_eq!(c.profiles["proj"].name, "proj");
+    assert!(c.profiles["proj"].tool_filter().allows("b__x"));
+    assert!(!c.profiles["proj"].tool_filter().allows("a__x"));
+    let b = &c.servers.0[1];
+    assert!(!b.view().tools.allows("rm_rf"));
+    assert_eq!(
+        b.view()
+            .shown(crate::state::catalog::ListKind::Tools, "echo"),
+        Some("say")
+    );
+    // Filters alone changed: the same session.
+    let mut plain = b.clone();
+    plain.tools_deny.clear();
+    assert!(plain.same_session(b) && plain != *b);
+    plain.command = Some("other".into());
+    assert!(!plain.same_session(b));
+    // The token is read through the lookup, never stored.
+    assert_eq!(
+        c.profiles["proj"]
+            .auth_token_with(|v| (v == "PROJ").then(|| "t".into()))
+            .unwrap(),
+        Some("t".into())
+    );
+    assert!(c.profiles["proj"].auth_token_with(|_| None).is_err());
+}
+
+#[test]
+fn bad_profiles_and_filters_name_the_key() {
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\", \"nope\"]\n"
+    ));
+    assert!(
+        e.contains("profiles.x.servers[1]") && e.contains("\"nope\""),
+        "{e}"
+    );
+    let e = err(&format!("{TWO_SERVERS}tools_allow = [\"ok*\", \"bad[\"]\n"));
+    assert!(
+        e.contains("servers.b.tools_allow[1]") && e.contains("bad glob"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TWO_SERVERS}tool_rename = {{ x = \"same\", y = \"same\" }}\n"
+    ));
+    assert!(
+        e.contains("servers.b.tool_rename.y") && e.contains("collides"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\npath = \"/mcp\"\n"
+    ));
+    assert!(
+        e.contains("profiles.x.path") && e.contains("listen.path"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\npath = \"/same\"\n\
+         [profiles.y]\nservers = [\"b\"]\npath = \"/same\"\n"
+    ));
+    assert!(
+        e.contains("profiles.y.path") && e.contains("profiles.x.path"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\npath = \"/metrics\"\n"
+    ));
+    assert!(e.contains("operator"), "{e}");
+    let e = err(&format!("{TWO_SERVERS}[profiles.x]\nservers = []\n"));
+    assert!(e.contains("profiles.x.servers names no server"), "{e}");
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.\"a b\"]\nservers = [\"a\"]\n"
+    ));
+    assert!(e.contains("letters, digits"), "{e}");
+    let e = err(&format!(
+        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\nbogus = 1\n"
+    ));
+    assert!(e.contains("unknown field `bogus`"), "{e}");
+}

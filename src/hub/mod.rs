@@ -17,7 +17,8 @@
 //!   2026-07-28 upstream is told of the client a request is for);
 //! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
 //!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
-//!   the operator's snapshot), `reload.rs` (a new config applied), `handle.rs` (the
+//!   the operator's snapshot), `reload.rs` (a new config applied), `views.rs` (profiles:
+//!   which upstreams each client sees, who hears a view changed), `handle.rs` (the
 //!   channels in), `tests.rs`.
 
 mod association;

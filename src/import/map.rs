@@ -74,6 +74,9 @@ pub struct Plan {
     /// The variables the written config expands: they must be set for `mcpmux check`
     /// and `mcpmux serve`.
     pub variables: BTreeSet<String>,
+    /// (file index, server name): every server each file had, including those imported
+    /// once from an earlier file (for the per-host profiles).
+    pub uses: Vec<(usize, String)>,
 }
 
 /// Maps every entry of every file, in order.
@@ -147,7 +150,9 @@ fn add_entry(plan: &mut Plan, files: &[HostFile], index: usize, entry: &Entry) {
             "the same server as servers.{} (from {}): imported once",
             same.name, files[same.file].shown
         );
+        let same = same.name.clone();
         push(plan, entry.line, base, NoteKind::Changed, text);
+        plan.uses.push((index, same));
         return;
     }
     let mut name = wanted.clone();
@@ -172,6 +177,7 @@ fn add_entry(plan: &mut Plan, files: &[HostFile], index: usize, entry: &Entry) {
         push(plan, entry.line, base.clone(), NoteKind::Changed, text);
     }
     collect_variables(&transport, &mut plan.variables);
+    plan.uses.push((index, name.clone()));
     plan.servers.push(Server {
         name,
         file: index,

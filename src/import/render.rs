@@ -3,7 +3,7 @@
 //!
 //! Owns: TOML string and key quoting, the layout of the written file (header naming the
 //! sources and the time, `[listen]` with the defaults, one commented table per server),
-//! the UTC timestamp, the per-host client snippets.
+//! the UTC timestamp, one profile per host file, the per-host client snippets.
 //! Never: does I/O or reads the clock (the caller passes the time); writes a key the
 //! config does not define (docs/architecture.md, "Commands and configuration").
 
@@ -17,6 +17,80 @@ use crate::config::ListenConfig;
 pub fn default_url() -> String {
     let listen = ListenConfig::default();
     format!("http://{}{}", listen.http, listen.path)
+}
+
+/// One profile per host file (docs/architecture.md, "Profiles"), when servers came from
+/// more than one file: (file index, profile name, its servers in file order). Named
+/// after the host (`claude-desktop`, `cursor`, `vscode-<folder>`, ...), unique.
+pub fn profiles(files: &[HostFile], plan: &Plan) -> Vec<(usize, String, Vec<String>)> {
+    let mut out: Vec<(usize, String, Vec<String>)> = Vec::new();
+    for (i, file) in files.iter().enumerate() {
+        let mut servers: Vec<String> = Vec::new();
+        for (_, name) in plan.uses.iter().filter(|(f, _)| *f == i) {
+            if !servers.contains(name) {
+                servers.push(name.clone());
+            }
+        }
+        if servers.is_empty() {
+            continue;
+        }
+        let wanted = profile_name(file);
+        let mut name = wanted.clone();
+        let mut n = 2;
+        while out.iter().any(|(_, taken, _)| *taken == name) {
+            name = format!("{wanted}-{n}");
+            n += 1;
+        }
+        out.push((i, name, servers));
+    }
+    if out.len() < 2 {
+        // One host: the default endpoint is its view.
+        out.clear();
+    }
+    out
+}
+
+/// The profile name of a host file.
+fn profile_name(file: &HostFile) -> String {
+    let slug = |s: &str| -> String {
+        let s: String = s
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        s.trim_matches('-').to_owned()
+    };
+    let base = match file.host {
+        Host::ClaudeDesktop => "claude-desktop",
+        Host::ClaudeCode => "claude-code",
+        Host::Cursor => "cursor",
+        Host::Windsurf => "windsurf",
+        Host::VsCode => "vscode",
+        Host::Other { .. } => "host",
+    };
+    let folder = (file.host == Host::VsCode)
+        .then_some(file.workspace.as_ref())
+        .flatten()
+        .and_then(|w| w.file_name())
+        .map(|f| slug(&f.to_string_lossy()))
+        .filter(|f| !f.is_empty());
+    match folder {
+        Some(f) => format!("{base}-{f}"),
+        None => base.to_owned(),
+    }
+}
+
+/// The URL of the endpoint a host file's clients use: its profile's, or the default.
+fn host_url(profiles: &[(usize, String, Vec<String>)], file: usize, url: &str) -> String {
+    match profiles.iter().find(|(f, _, _)| *f == file) {
+        Some((_, name, _)) => format!("{url}/{name}"),
+        None => url.to_owned(),
+    }
 }
 
 /// The whole mcpmux config for `plan`. `when` is an RFC 3339 timestamp.
@@ -121,6 +195,21 @@ pub fn config(files: &[HostFile], plan: &Plan, when: &str) -> String {
             }
         }
     }
+    for (file, name, servers) in profiles(files, plan) {
+        let _ = writeln!(
+            out,
+            "\n# The servers {} had: its clients connect to {}/{name}.",
+            comment(&files[file].absolute.to_string_lossy()),
+            default_url()
+        );
+        let items: Vec<String> = servers.iter().map(|s| string(s)).collect();
+        let _ = writeln!(
+            out,
+            "[profiles.{}]\nservers = [{}]",
+            key(&name),
+            items.join(", ")
+        );
+    }
     out
 }
 
@@ -161,6 +250,7 @@ pub fn advice(files: &[HostFile], plan: &Plan, output: &str, url: &str, exe: &st
         "Start mcpmux with `mcpmux serve --config {output}`, then in each host replace the \
          imported servers with mcpmux:\n"
     );
+    let profiles = profiles(files, plan);
     for (i, file) in files.iter().enumerate() {
         if !plan.servers.iter().any(|s| s.file == i) {
             continue;
@@ -175,7 +265,7 @@ pub fn advice(files: &[HostFile], plan: &Plan, output: &str, url: &str, exe: &st
             "  {} ({}, {how}):\n    {}",
             file.shown,
             file.host.label(),
-            client_snippet(file, url, exe)
+            client_snippet(file, &host_url(&profiles, i, url), exe)
         );
     }
     out

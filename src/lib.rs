@@ -18,6 +18,8 @@
 //! - [`run`]: wiring for `serve` and `stdio`: config → upstream actors, hub, fleet,
 //!   reload.
 //! - [`config`]: the TOML file, validated.
+//! - [`telemetry`]: OpenTelemetry over OTLP/HTTP (spans, two histograms), W3C trace
+//!   context in `_meta`; off unless configured.
 //! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
 //! - [`import`]: `mcpmux import`, host JSON configs (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → an mcpmux config. Used by the command only.
@@ -46,4 +48,5 @@ pub mod observe;
 pub mod protocol;
 pub mod run;
 pub mod state;
+pub mod telemetry;
 pub mod upstream;

@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use mcpmux::config::{self, Config};
 use mcpmux::downstream::http::{serve_http_observed, HttpSettings, ProfileEndpoints};
 use mcpmux::run::Core;
+use mcpmux::telemetry::Telemetry;
 
 #[cfg(unix)]
 #[global_allocator]
@@ -108,7 +109,6 @@ enum LogFormat {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format);
     // One client on stdin/stdout gains nothing from a second worker thread, and every
     // hop of a request (stdin → hub → upstream → hub → stdout) would cross threads:
     // `stdio` and `connect` run all their tasks on the main thread
@@ -128,7 +128,35 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli.command)) {
+    // Traces are exported by `serve` and `stdio` when configured (docs/architecture.md,
+    // "Traces"); a config that does not load is reported by the command itself.
+    let telemetry = match &cli.command {
+        Cmd::Serve { config } | Cmd::Stdio { config, .. } => {
+            let cfg = config::load(&config::resolve_path(config.clone())).ok();
+            match Telemetry::start(
+                cfg.as_ref().and_then(|c| c.telemetry.as_ref()),
+                runtime.handle().clone(),
+            ) {
+                Ok(t) => t,
+                Err(e) => {
+                    eprintln!("mcpmux: cannot start the OTLP exporter: {e:#}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+        _ => None,
+    };
+    let (telemetry, layer) = telemetry.unzip();
+    init_tracing(cli.log_format, layer);
+    let outcome = runtime.block_on(async {
+        let outcome = run(cli.command).await;
+        // The last spans are flushed while the runtime still runs their exports.
+        if let Some(t) = telemetry {
+            let _ = tokio::task::spawn_blocking(move || t.shutdown()).await;
+        }
+        outcome
+    });
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("mcpmux: {e:#}");
@@ -137,17 +165,34 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(format: LogFormat) {
+/// Logs to stderr (text or JSON, `RUST_LOG` filtered); with `otel`, the `mcpmux::otel`
+/// spans (and nothing else) also go to the OTLP exporter.
+fn init_tracing(format: LogFormat, otel: Option<mcpmux::telemetry::OtelLayer>) {
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    use tracing_subscriber::Layer as _;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    let fmt = match format {
+        LogFormat::Text => fmt.boxed(),
+        LogFormat::Json => fmt.json().boxed(),
+    };
+    let otel = otel.map(|l| {
+        l.with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(mcpmux::telemetry::TARGET, tracing::Level::TRACE),
+        )
+    });
+    let not_otel =
+        tracing_subscriber::filter::filter_fn(|m| m.target() != mcpmux::telemetry::TARGET);
+    tracing_subscriber::registry()
+        .with(otel)
+        .with(fmt.with_filter(filter).with_filter(not_otel))
+        .init();
 }
 
 fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {

@@ -42,6 +42,7 @@
 mod expand;
 mod profile;
 mod server;
+mod telemetry;
 #[cfg(test)]
 mod tests;
 mod validate;
@@ -55,6 +56,7 @@ use serde::{Deserialize, Serialize};
 pub use expand::{expand as expand_env, ExpandError};
 pub use profile::ProfileConfig;
 pub use server::*;
+pub use telemetry::TelemetryConfig;
 use validate::{line_of_offset, Problem};
 
 /// The file read when neither `--config` nor `$MCPMUX_CONFIG` is given.
@@ -240,6 +242,10 @@ pub struct Config {
     pub limits: LimitsConfig,
     #[serde(default)]
     pub restart: RestartConfig,
+    /// `[telemetry]`: OpenTelemetry export; absent = off (unless the OTLP variables are
+    /// set).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub telemetry: Option<TelemetryConfig>,
     /// `[fleet]`: several instances sharing upstream subscriptions over NATS; absent =
     /// one instance on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -609,3 +609,27 @@ fn bad_profiles_and_filters_name_the_key() {
     ));
     assert!(e.contains("unknown field `bogus`"), "{e}");
 }
+
+#[test]
+fn telemetry_needs_an_http_endpoint_and_a_ratio_in_range() {
+    let c = ok(&format!(
+        "[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318\"\nsample_ratio = 0.25\n{ONE_SERVER}"
+    ));
+    let t = c.telemetry.unwrap();
+    assert_eq!(t.otlp_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+    assert_eq!(t.sample_ratio, Some(0.25));
+    let e = err(&format!(
+        "[telemetry]\notlp_endpoint = \"127.0.0.1:4318\"\n{ONE_SERVER}"
+    ));
+    assert!(
+        e.contains("telemetry.otlp_endpoint must start with http://"),
+        "{e}"
+    );
+    let e = err(&format!("[telemetry]\nsample_ratio = 1.5\n{ONE_SERVER}"));
+    assert!(
+        e.contains("telemetry.sample_ratio must be between 0.0 and 1.0"),
+        "{e}"
+    );
+    let e = err(&format!("[telemetry]\nendpoint = \"x\"\n{ONE_SERVER}"));
+    assert!(e.contains("unknown field `endpoint`"), "{e}");
+}

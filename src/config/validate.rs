@@ -122,6 +122,9 @@ pub(super) fn validate(
     if let Some(fleet) = &cfg.fleet {
         check_fleet(fleet)?;
     }
+    if let Some(t) = &cfg.telemetry {
+        super::telemetry::check(t)?;
+    }
     if cfg.servers.0.is_empty() {
         return Err(invalid(
             &KeyPath::new(&["servers"]),

@@ -25,6 +25,8 @@ pub enum ClientEvent {
         kind: ClientKind,
         /// The view it sees: the default one, or a profile's.
         view: ViewId,
+        /// Its `Mcp-Session-Id`, when it is a Streamable HTTP session.
+        session: Option<Arc<str>>,
         reply: oneshot::Sender<Result<(), AdmitError>>,
     },
     /// One well-formed JSON-RPC message from a client (batches are split before).
@@ -123,6 +125,27 @@ impl ClientLink {
         kind: ClientKind,
         view: ViewId,
     ) -> Result<ClientId, AdmitError> {
+        self.open_full(outbox, kind, view, None).await
+    }
+
+    /// [`ClientLink::open_in`] for a Streamable HTTP session named `session`.
+    pub async fn open_session(
+        &self,
+        outbox: Arc<Outbox>,
+        view: ViewId,
+        session: Arc<str>,
+    ) -> Result<ClientId, AdmitError> {
+        self.open_full(outbox, ClientKind::Legacy, view, Some(session))
+            .await
+    }
+
+    async fn open_full(
+        &self,
+        outbox: Arc<Outbox>,
+        kind: ClientKind,
+        view: ViewId,
+        session: Option<Arc<str>>,
+    ) -> Result<ClientId, AdmitError> {
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (reply, rx) = oneshot::channel();
         self.tx
@@ -131,6 +154,7 @@ impl ClientLink {
                 outbox,
                 kind,
                 view,
+                session,
                 reply,
             })
             .await

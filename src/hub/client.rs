@@ -38,6 +38,7 @@ impl Hub {
 
     fn on_client_request(&mut self, client: ClientId, msg: Message) {
         let id = msg.id().cloned().expect("requests have ids");
+        self.trace_request(client, &id, &msg);
         if self.is_modern(client) {
             if self.shutting_down {
                 return self.reply_error(
@@ -214,6 +215,7 @@ impl Hub {
                 declared_subscribe,
                 capabilities: params.capabilities,
                 modern: None,
+                version: result["protocolVersion"].as_str().map(str::to_owned),
             });
         }
         self.reply(client, &id, result);
@@ -411,6 +413,7 @@ impl Hub {
     /// era's shape for a modern client).
     pub(super) fn push_response_bytes(&mut self, client: ClientId, id: RawId, bytes: bytes::Bytes) {
         let bytes = self.modernize_response(client, &id, bytes);
+        self.trace_response(client, &id, &bytes);
         self.push(client, Outbound::new(bytes, OutKind::Response, Some(id)));
     }
 }

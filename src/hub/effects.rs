@@ -38,6 +38,9 @@ impl Hub {
     /// Sends a request upstream under `pid` with a deadline. On failure to queue, the
     /// request fails at once.
     pub(super) fn dispatch_upstream(&mut self, upstream: UpstreamId, pid: ProxyId, msg: &Message) {
+        // With tracing on, the request carries its CLIENT span's context.
+        let traced = self.trace_upstream(upstream, pid, msg);
+        let msg = traced.as_ref().unwrap_or(msg);
         let sent = match self.request_ctx(upstream, pid, msg) {
             Some(ctx) => self.send_request_with(upstream, msg, ctx),
             None => self.send_to_upstream(upstream, msg),
@@ -120,6 +123,7 @@ impl Hub {
     }
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
+        self.trace_upstream_done(pid, None);
         if let Some(t) = self.request_timers.remove(&pid) {
             self.deadlines.remove(pid, t.deadline);
         }
@@ -137,6 +141,7 @@ impl Hub {
 
     /// Completes a pending request with an error of the proxy's own.
     pub(super) fn fail_request(&mut self, pid: ProxyId, code: i64, message: &str) {
+        self.trace_upstream_done(pid, Some(code));
         self.drop_request_timer(pid);
         let Some(entry) = self.pending.complete(pid) else {
             return;

@@ -44,6 +44,13 @@ pub(crate) struct ListAgg {
     parts: Vec<ListPart>,
 }
 
+impl ListAgg {
+    /// The client's request id.
+    pub(super) fn id(&self) -> &RawId {
+        &self.id
+    }
+}
+
 /// One upstream's share of a list request: its cursor, and its page once known
 /// (`Err` = it failed).
 type ListPart = (UpstreamId, Option<String>, Option<Result<Page, Value>>);

@@ -18,8 +18,8 @@
 //! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
 //!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
 //!   the operator's snapshot), `reload.rs` (a new config applied), `views.rs` (profiles:
-//!   which upstreams each client sees, who hears a view changed), `handle.rs` (the
-//!   channels in), `tests.rs`.
+//!   which upstreams each client sees, who hears a view changed), `traces.rs` (spans,
+//!   when tracing is on), `handle.rs` (the channels in), `tests.rs`.
 
 mod association;
 mod client;
@@ -36,6 +36,7 @@ mod mrtr;
 mod read;
 pub mod reload;
 mod routing;
+mod traces;
 mod upstream_era;
 mod upstream_notifications;
 mod upstream_responses;
@@ -190,6 +191,8 @@ struct ClientState {
     outbox: Arc<Outbox>,
     /// The view it sees (the default one, or its profile's).
     view: ViewId,
+    /// Its `Mcp-Session-Id`, when it is a Streamable HTTP session (for traces).
+    session: Option<Arc<str>>,
     /// `false` when the outbox is a connection's, shared by several clients (a modern
     /// stdio connection's requests): ending this client must not close it.
     owns_outbox: bool,
@@ -205,6 +208,9 @@ struct ClientInit {
     capabilities: serde_json::Value,
     /// Set for a 2026-07-28 client.
     modern: Option<modern::ModernClient>,
+    /// The protocol version `initialize` agreed on (none for a stateless client, whose
+    /// every request names its own).
+    version: Option<String>,
 }
 
 /// A request's deadline timer and the latest it may be pushed back to.
@@ -278,6 +284,8 @@ pub struct Hub {
     peak_queue: usize,
     /// Coalesced notifications of clients already gone (`HubStats::coalesced`).
     coalesced_gone: u64,
+    /// Open spans, when tracing is on (docs/architecture.md, "Traces").
+    traces: traces::Traces,
 }
 
 impl Hub {
@@ -323,6 +331,7 @@ impl Hub {
             shutting_down: false,
             peak_queue: 0,
             coalesced_gone: 0,
+            traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
         hub
@@ -409,6 +418,7 @@ impl Hub {
                 outbox,
                 kind,
                 view,
+                session,
                 reply,
             } => {
                 let r = if self.shutting_down {
@@ -446,6 +456,7 @@ impl Hub {
                                 declared_subscribe: true,
                                 capabilities,
                                 modern: Some(modern::ModernClient::new(param_headers)),
+                                version: None,
                             })
                         }
                     };
@@ -454,6 +465,7 @@ impl Hub {
                         ClientState {
                             outbox,
                             view,
+                            session,
                             owns_outbox,
                             init,
                         },
@@ -481,6 +493,7 @@ impl Hub {
             state.outbox.close(CloseReason::Closed);
         }
         self.deferred_inits.retain(|(c, _)| *c != client);
+        self.trace_client_gone(client);
         self.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.retain(|_, agg| agg.client != client);
         self.elicitations.retain(|_, c| *c != client);

@@ -44,15 +44,17 @@ impl Hub {
             .read_at(&key, (client, id.clone()), std::time::Instant::now())
         {
             ReadPlan::Hit(result) => {
+                self.trace_read(client, &id, &key, "hit");
                 let bytes = response_bytes(&id, "result", &result);
                 self.push_response_bytes(client, id, bytes);
             }
             ReadPlan::Fresh { result, remaining } => {
+                self.trace_read(client, &id, &key, "hit");
                 let body = with_ttl_left(&result, remaining);
                 let bytes = response_bytes(&id, "result", &body);
                 self.push_response_bytes(client, id, bytes);
             }
-            ReadPlan::Joined => {}
+            ReadPlan::Joined => self.trace_read(client, &id, &key, "join"),
             ReadPlan::Fetch { generation }
                 if self.fleet_role(&key) == Some(super::fleet::FleetRole::Follow) =>
             {
@@ -60,6 +62,7 @@ impl Hub {
                 self.fleet_read(key, uri, generation);
             }
             ReadPlan::Fetch { generation } => {
+                self.trace_read(client, &id, &key, "miss");
                 let origin = Origin::Read { key, generation };
                 let pid = self
                     .pending

@@ -50,11 +50,20 @@ impl Hub {
         if exposed != uri {
             super::routing::set_param(&mut msg, &["uri"], &exposed);
         }
+        let merged_before = if self.traces.on {
+            self.merged_of(&holders)
+        } else {
+            0
+        };
         self.fan_out_tagged(
             &holders,
             &msg,
             OutKind::Coalescible(CoalesceKey::Update(key)),
         );
+        if self.traces.on {
+            let merged = self.merged_of(&holders) - merged_before;
+            self.trace_fan_out(upstream, &exposed, holders.len(), merged);
+        }
     }
 
     pub(super) fn on_upstream_notification(

@@ -28,6 +28,12 @@ impl Hub {
             let (method, took) = (t.method, t.sent.elapsed());
             self.count_answer(upstream, method, took, msg.is_error());
         }
+        if self.traces.on {
+            let code = msg.error().and_then(|e| {
+                serde_json::from_str::<serde_json::Value>(e.get()).ok()?["code"].as_i64()
+            });
+            self.trace_upstream_done(pid, code.or(msg.is_error().then_some(0)));
+        }
         self.drop_request_timer(pid);
         let entry = self.pending.complete(pid).expect("checked above");
         match entry.origin {

@@ -347,13 +347,10 @@ impl Drop for EndOnDrop {
 /// and answer with `Mcp-Session-Id` if the hub accepted.
 async fn initialize(app: Arc<App>, msg: Message, view: ViewId) -> Response {
     let outbox = Outbox::for_transport(app.settings.client_queue, "http");
+    let sid = format!("{:032x}", rand::random::<u128>());
     let client = match app
         .hub
-        .open_in(
-            outbox.clone(),
-            crate::downstream::link::ClientKind::Legacy,
-            view,
-        )
+        .open_session(outbox.clone(), view, sid.as_str().into())
         .await
     {
         Ok(c) => c,
@@ -365,7 +362,6 @@ async fn initialize(app: Arc<App>, msg: Message, view: ViewId) -> Response {
             )
         }
     };
-    let sid = format!("{:032x}", rand::random::<u128>());
     let (actor, cmd) = session::start(SessionSpawn {
         id: sid.clone(),
         client,

@@ -24,6 +24,10 @@
 //!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
 //!   --no-eras              fanout: skip the by-era rows (legacy holders only)
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
+//!   OTEL_EXPORTER_OTLP_ENDPOINT=URL (with OTEL_TRACES_SAMPLER(_ARG)): the in-process
+//!                          mcpmux and the `mcpmux stdio` children export spans there
+//!                          (BENCHMARKS.md, "Tracing overhead"); `forwarding` reports
+//!                          how many spans the in-process mcpmux created
 //! target/release/examples/loadgen relay PROGRAM [ARGS...]
 //!                          not a scenario: the minimal stdio relay `forwarding` measures
 //!                          as the floor of a process in between (loadgen/relay.rs)
@@ -203,6 +207,7 @@ fn main() -> Result<()> {
         .thread_name("clients")
         .enable_all()
         .build()?;
+    let telemetry = harness::otel::init(server.handle())?;
     let env = Env {
         server: server.handle().clone(),
         server_threads: Some("mcpmux".into()),
@@ -210,6 +215,9 @@ fn main() -> Result<()> {
         parse: args.parse,
     };
     let result = clients.block_on(run(&args, &env));
+    if let Some(t) = telemetry {
+        t.shutdown();
+    }
     clients.shutdown_timeout(Duration::from_secs(5));
     server.shutdown_timeout(Duration::from_secs(5));
     result
@@ -568,10 +576,22 @@ async fn run_modern_upstream(args: &Args, env: &Env) -> Result<()> {
 
 async fn run_forwarding(args: &Args, env: &Env) -> Result<()> {
     let warmup = (args.calls / 10).clamp(1, 500);
+    let spans0 = harness::otel::spans();
     let rows = forwarding(env, args.calls, warmup).await?;
+    let spans = harness::otel::spans() - spans0;
     println!(
         "\n### forwarding: sequential `tools/call echo`, {} calls per path (after {warmup} warm-up), interleaved\n",
         group(args.calls as u64)
+    );
+    println!(
+        "Tracing {}: the in-process mcpmux created {} spans ({:.2} per HTTP call).\n",
+        if mcpmux::telemetry::enabled() {
+            "on (OTEL_EXPORTER_OTLP_ENDPOINT)"
+        } else {
+            "off"
+        },
+        group(spans),
+        spans as f64 / (warmup + args.calls) as f64
     );
     println!("| path | p50 ms | p99 ms | mean ms | added p50 vs direct ms | ratio p50 |");
     println!("|---|---:|---:|---:|---:|---:|");

@@ -6,7 +6,7 @@
 //! baseline), [`scenarios`] (the measurements), [`memory`] (RSS of `mcpmux serve`), [`peer`] (npm `mcp-proxy`),
 //! [`fleet`] (three `mcpmux serve` over NATS vs one) with [`fleet_peers`] (nats-server
 //! and the HTTP-mode scripted upstream, shared with `tests/common/fleet.rs`),
-//! [`stats`] (percentiles, formatting), [`relay`] and [`drive`] (helpers for the stdio
+//! [`stats`] (percentiles, formatting), [`otel`] (tracing on or off, spans counted), [`relay`] and [`drive`] (helpers for the stdio
 //! measurements).
 #![allow(dead_code)] // The smoke test uses a subset.
 
@@ -15,6 +15,7 @@ pub mod drive;
 pub mod fleet;
 pub mod fleet_peers;
 pub mod memory;
+pub mod otel;
 pub mod peer;
 pub mod proxy;
 pub mod raw;

@@ -259,6 +259,41 @@ pub async fn open_listen(
 /// The 2026-07-28 protocol version (listen holders).
 pub const MODERN_VERSION: &str = "2026-07-28";
 
+/// One stateless 2026-07-28 `tools/call` (no session; the era's `_meta` and headers),
+/// answered as JSON; returns its result.
+///
+/// # Errors
+/// Any HTTP failure, a non-JSON answer or a JSON-RPC error.
+pub async fn stateless_tool(
+    http: &reqwest::Client,
+    url: &str,
+    id: u64,
+    name: &str,
+    args: Value,
+) -> Result<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": {"name": name, "arguments": args, "_meta": {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let resp = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN_VERSION)
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", name)
+        .body(body.to_string())
+        .send()
+        .await
+        .context("tools/call")?;
+    let r = read_messages(resp)
+        .await?
+        .into_iter()
+        .find(|m| m["id"] == json!(id))
+        .ok_or_else(|| anyhow!("no answer to tools/call {name}"))?;
+    tool_result(name, r)
+}
+
 /// One MCP session over Streamable HTTP.
 pub struct Session {
     http: reqwest::Client,

@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use tokio::runtime::Handle;
 
 use super::client::{
-    http_pool, ns_since, open_listen, receive, thread_cpu, LineClient, Parse, Receiver, Session,
-    Tally,
+    http_pool, ns_since, open_listen, receive, stateless_tool, thread_cpu, LineClient, Parse,
+    Receiver, Session, Tally,
 };
 use super::proxy::{config_toml, config_toml_era, Limits, Proxy, TempFile};
 use super::raw::RawServer;
@@ -795,10 +795,36 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
     )?;
     let http = http_pool()?;
     let mut via_http = Session::connect(&http, &proxy.url).await?;
+    // The 2026-07-28 request path: a stateless call made directly to a 2026-07-28 HTTP
+    // upstream, and the same call through mcpmux (a new hub client per request).
+    let modern_up = super::fleet_peers::HttpUpstream::spawn(
+        &env.bins.scripted,
+        &[("SCRIPTED_ERA", "modern")],
+        WAIT_MAX,
+    )
+    .await?;
+    let modern_proxy = Proxy::start(
+        &env.server,
+        &format!(
+            "{}protocol = \"modern\"\n",
+            super::proxy::config_toml_http(&modern_up.url, Limits::default(), None)
+        ),
+    )?;
+    let (mut md, mut mm) = (vec![], vec![]);
 
     let (mut d, mut r, mut s, mut h) = (vec![], vec![], vec![], vec![]);
     for i in 0..warmup + calls {
         let keep = i >= warmup;
+        let t = Instant::now();
+        check_echo(stateless_tool(&http, &modern_up.url, i as u64, "echo", echo()).await?)?;
+        if keep {
+            md.push(ns_since(t));
+        }
+        let t = Instant::now();
+        check_echo(stateless_tool(&http, &modern_proxy.url, i as u64, "echo", echo()).await?)?;
+        if keep {
+            mm.push(ns_since(t));
+        }
         let t = Instant::now();
         check_echo(direct.tool("echo", echo()).await?)?;
         if keep {
@@ -826,6 +852,7 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
     }
     drop(via_http);
     proxy.stop().await;
+    modern_proxy.stop().await;
     let mut rows = vec![FwdRow {
         path: "direct stdio → scripted-upstream",
         lat: pct(&mut d),
@@ -845,6 +872,15 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
     rows.push(FwdRow {
         path: "mcpmux Streamable HTTP (in-process) → scripted-upstream",
         lat: pct(&mut h),
+    });
+    rows.push(FwdRow {
+        path: "direct stateless 2026-07-28 HTTP → scripted-upstream (HTTP, 2026-07-28)",
+        lat: pct(&mut md),
+    });
+    rows.push(FwdRow {
+        path:
+            "mcpmux stateless 2026-07-28 HTTP (in-process) → scripted-upstream (HTTP, 2026-07-28)",
+        lat: pct(&mut mm),
     });
     Ok(rows)
 }

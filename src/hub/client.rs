@@ -39,48 +39,50 @@ impl Hub {
     fn on_client_request(&mut self, client: ClientId, msg: Message) {
         let id = msg.id().cloned().expect("requests have ids");
         self.trace_request(client, &id, &msg);
-        if self.is_modern(client) {
-            if self.shutting_down {
-                return self.reply_error(
-                    client,
-                    &id,
-                    code::UPSTREAM_UNAVAILABLE,
-                    "mcpmux is shutting down",
-                );
-            }
-            // Like a legacy handshake, a modern request waits for the upstreams'
-            // first start (and starts the lazy ones), so it can be routed.
+        // One admission for every kind of client. A stateless client's every request
+        // stands for a handshake: like `initialize`, it waits for the upstreams' first
+        // start (and starts the lazy ones), so it can be routed.
+        let stateless = self.is_modern(client);
+        let method = msg.method().unwrap_or_default();
+        let initialized = self.clients[&client].init.is_some();
+        if method == methods::PING && !stateless {
+            return self.reply(client, &id, json!({}));
+        }
+        if self.shutting_down {
+            return self.reply_error(
+                client,
+                &id,
+                code::UPSTREAM_UNAVAILABLE,
+                "mcpmux is shutting down",
+            );
+        }
+        let handshake = stateless || (method == methods::INITIALIZE && !initialized);
+        if handshake {
             self.start_lazy_upstreams();
             if self.any_upstream_starting() {
                 self.deferred_inits.push((client, msg));
                 return;
             }
+        }
+        self.dispatch_request(client, id, msg);
+    }
+
+    /// A request admitted (and, for a handshake, with every upstream started): to the
+    /// method's handler.
+    fn dispatch_request(&mut self, client: ClientId, id: RawId, msg: Message) {
+        if self.is_modern(client) {
             return self.on_modern_request(client, id, msg);
         }
         let method = msg.method().unwrap_or_default();
         let initialized = self.clients[&client].init.is_some();
         match method {
-            methods::PING => self.reply(client, &id, json!({})),
-            _ if self.shutting_down => self.reply_error(
-                client,
-                &id,
-                code::UPSTREAM_UNAVAILABLE,
-                "mcpmux is shutting down",
-            ),
             methods::INITIALIZE if initialized => self.reply_error(
                 client,
                 &id,
                 code::INVALID_REQUEST,
                 "this session is already initialized",
             ),
-            methods::INITIALIZE => {
-                self.start_lazy_upstreams();
-                if self.any_upstream_starting() {
-                    self.deferred_inits.push((client, msg));
-                } else {
-                    self.answer_initialize(client, &msg);
-                }
-            }
+            methods::INITIALIZE => self.answer_initialize(client, &msg),
             m if m.starts_with("notifications/") => self.reply_error(
                 client,
                 &id,
@@ -139,7 +141,8 @@ impl Hub {
         }
     }
 
-    /// Answers `initialize` requests that waited for the upstreams' first start.
+    /// Answers the handshakes (and stateless requests) that waited for the upstreams'
+    /// first start.
     pub(super) fn answer_deferred_inits(&mut self) {
         if self.any_upstream_starting() {
             return;
@@ -148,12 +151,8 @@ impl Hub {
             if !self.clients.contains_key(&client) {
                 continue;
             }
-            if self.is_modern(client) {
-                let id = msg.id().cloned().expect("requests have ids");
-                self.on_modern_request(client, id, msg);
-            } else {
-                self.answer_initialize(client, &msg);
-            }
+            let id = msg.id().cloned().expect("requests have ids");
+            self.dispatch_request(client, id, msg);
         }
     }
 

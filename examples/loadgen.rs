@@ -644,6 +644,19 @@ async fn run_memory(args: &Args, env: &Env) -> Result<()> {
                 .map_or("–".into(), |b| group(b.round() as u64))
         );
     }
+    let listens = args.sessions.iter().copied().max().unwrap_or(10_000);
+    let r = harness::memory::memory_listens(&mcpmux, &env.bins.scripted, listens).await?;
+    println!("\n### memory: idle 2026-07-28 `subscriptions/listen` streams on one URI (no session each)\n");
+    println!("| listens | RSS baseline MiB | RSS with listens MiB | bytes / listen | one update to all, ms |");
+    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| {} | {} | {} | {} | {} |",
+        group(listens as u64),
+        mib(r.baseline),
+        mib(r.with_listens),
+        group(r.per_listen().round() as u64),
+        dms(r.one_update)
+    );
     Ok(())
 }
 

@@ -114,3 +114,74 @@ pub async fn memory(
         upstream_subscribed,
     })
 }
+
+/// One measurement of idle 2026-07-28 listens.
+#[derive(Debug, Clone)]
+pub struct ListenRow {
+    pub listens: usize,
+    pub baseline: u64,
+    pub with_listens: u64,
+    /// Time for one update to reach every listen.
+    pub one_update: std::time::Duration,
+}
+
+impl ListenRow {
+    pub fn per_listen(&self) -> f64 {
+        self.with_listens.saturating_sub(self.baseline) as f64 / self.listens.max(1) as f64
+    }
+}
+
+/// `listens` idle `subscriptions/listen` streams on one URI (stateless: no session
+/// each), then one update reaching them all.
+///
+/// # Errors
+/// Spawn, connect or delivery failures.
+pub async fn memory_listens(mcpmux: &Path, scripted: &Path, listens: usize) -> Result<ListenRow> {
+    let limits = Limits {
+        max_clients: listens + 16,
+        max_connections: listens + 64,
+        ..Limits::default()
+    };
+    let daemon = Daemon::start(mcpmux, &config_toml(scripted, limits)).await?;
+    let http = http_pool()?;
+    let mut control = Session::connect(&http, &daemon.url).await?;
+    control.tool("stats", json!({})).await?;
+    let baseline = daemon.rss()?;
+    let tally = Tally::new();
+    let uri: Arc<str> = URI.into();
+    let (http_ref, url) = (&http, daemon.url.as_str());
+    let receivers: Vec<Receiver> = futures_util::stream::iter(0..listens)
+        .map(|_| {
+            let (uri, tally) = (uri.clone(), tally.clone());
+            super::client::open_listen(http_ref, url, uri, tally, Parse::Light)
+        })
+        .buffer_unordered(CONNECT_CONCURRENCY)
+        .try_collect()
+        .await?;
+    // Every listen is a holder once acknowledged.
+    let status = daemon.url.trim_end_matches("/mcp").to_owned() + "/status";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let s: serde_json::Value = http.get(&status).send().await?.json().await?;
+        if s["subscriptions"]["holders"].as_u64() >= Some(listens as u64) {
+            break;
+        }
+        ensure!(std::time::Instant::now() < deadline, "not every listen held: {s}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let with_listens = daemon.rss()?;
+    let before = tally.delivered();
+    tally.expect(before + listens as u64);
+    let t = std::time::Instant::now();
+    control.tool("emit_update", json!({"uri": URI})).await?;
+    let got = tally.wait(std::time::Duration::from_secs(120)).await - before;
+    let one_update = t.elapsed();
+    ensure!(got == listens as u64, "the update reached {got} of {listens} listens");
+    drop(receivers);
+    Ok(ListenRow {
+        listens,
+        baseline,
+        with_listens,
+        one_update,
+    })
+}

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use common::http::{Daemon, HttpClient};
+use common::http::{post, Daemon, HttpClient};
 use common::modern::{request, ModernClient};
 use common::{scripted_upstream, EVENT_TIMEOUT};
 use serde_json::{json, Value};
@@ -252,15 +252,20 @@ async fn a_joined_read_links_to_the_one_upstream_read() {
         "11111111111111111111111111111111",
         "22222222222222222222222222222222",
     );
-    let read = |trace: &'static str| {
-        json!({"jsonrpc": "2.0", "id": 50, "method": "resources/read",
-               "params": {"uri": URI, "_meta": {"traceparent": traceparent(trace, "0102030405060708")}}})
+    // A read in its own task, in the trace `trace`; the task yields the HTTP status.
+    let read = |session: String, trace: &'static str| {
+        let body = json!({"jsonrpc": "2.0", "id": 50, "method": "resources/read",
+               "params": {"uri": URI, "_meta": {"traceparent": traceparent(trace, "0102030405060708")}}});
+        let url = d.url.clone();
+        tokio::spawn(async move {
+            let c = reqwest::Client::new();
+            post(&c, &url, Some(&session), &body)
+                .await
+                .status()
+                .as_u16()
+        })
     };
-    let first = tokio::spawn({
-        let c = reqwest::Client::new();
-        let (url, session, body) = (d.url.clone(), a.session.clone(), read(ta));
-        async move { post(&c, &url, &session, &body).await }
-    });
+    let first = read(a.session.clone(), ta);
     // The first read is at the upstream before the second is sent.
     let start = Instant::now();
     while !std::fs::read_to_string(&log)
@@ -273,11 +278,7 @@ async fn a_joined_read_links_to_the_one_upstream_read() {
         );
         tokio::task::yield_now().await;
     }
-    let second = tokio::spawn({
-        let c = reqwest::Client::new();
-        let (url, session, body) = (d.url.clone(), b.session.clone(), read(tb));
-        async move { post(&c, &url, &session, &body).await }
-    });
+    let second = read(b.session.clone(), tb);
     // Released once the second has joined (the hub counts joins).
     let start = Instant::now();
     loop {
@@ -334,20 +335,6 @@ async fn a_joined_read_links_to_the_one_upstream_read() {
         "the joined read links to the upstream read: {sb}"
     );
     let _ = std::fs::remove_file(&log);
-}
-
-async fn post(c: &reqwest::Client, url: &str, session: &str, body: &Value) -> u16 {
-    c.post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
 }
 
 #[tokio::test]

@@ -236,20 +236,16 @@ pub async fn open_listen(
     tally: Arc<Tally>,
     parse: Parse,
 ) -> Result<Receiver> {
-    let body = json!({"jsonrpc": "2.0", "id": "listen:0", "method": "subscriptions/listen",
-        "params": {"notifications": {"resourceSubscriptions": [&*uri]}, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let resp = http
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", MODERN_VERSION)
-        .header("mcp-method", "subscriptions/listen")
-        .body(body.to_string())
-        .send()
-        .await
-        .context("subscriptions/listen")?;
+    let params = json!({"notifications": {"resourceSubscriptions": [&*uri]}});
+    let resp = stateless_post(
+        http,
+        url,
+        json!("listen:0"),
+        "subscriptions/listen",
+        None,
+        params,
+    )
+    .await?;
     if !resp.status().is_success() {
         bail!("subscriptions/listen: HTTP {}", resp.status());
     }
@@ -258,6 +254,35 @@ pub async fn open_listen(
 
 /// The 2026-07-28 protocol version (listen holders).
 pub const MODERN_VERSION: &str = "2026-07-28";
+
+/// One stateless 2026-07-28 request: `params` with the era's `_meta`, and the era's
+/// headers (`Mcp-Name` when `name` is given).
+async fn stateless_post(
+    http: &reqwest::Client,
+    url: &str,
+    id: Value,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+) -> Result<reqwest::Response> {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {}});
+    let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    let mut req = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", MODERN_VERSION)
+        .header("mcp-method", method);
+    if let Some(n) = name {
+        req = req.header("mcp-name", n);
+    }
+    req.body(body.to_string())
+        .send()
+        .await
+        .with_context(|| method.to_owned())
+}
 
 /// One stateless 2026-07-28 `tools/call` (no session; the era's `_meta` and headers),
 /// answered as JSON; returns its result.
@@ -271,21 +296,8 @@ pub async fn stateless_tool(
     name: &str,
     args: Value,
 ) -> Result<Value> {
-    let body = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-        "params": {"name": name, "arguments": args, "_meta": {
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let resp = http
-        .post(url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .header("mcp-protocol-version", MODERN_VERSION)
-        .header("mcp-method", "tools/call")
-        .header("mcp-name", name)
-        .body(body.to_string())
-        .send()
-        .await
-        .context("tools/call")?;
+    let params = json!({"name": name, "arguments": args});
+    let resp = stateless_post(http, url, json!(id), "tools/call", Some(name), params).await?;
     let r = read_messages(resp)
         .await?
         .into_iter()

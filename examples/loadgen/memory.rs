@@ -14,6 +14,21 @@ use super::client::{http_pool, Parse, Receiver, Session, Tally};
 use super::proxy::{config_toml, Daemon, Limits};
 use super::scenarios::{CONNECT_CONCURRENCY, URI};
 
+/// A fresh `mcpmux serve`, a control session that has reached the upstream once, and
+/// the daemon's RSS then (the baseline).
+async fn start(
+    mcpmux: &Path,
+    scripted: &Path,
+    limits: Limits,
+) -> Result<(Daemon, reqwest::Client, Session, u64)> {
+    let daemon = Daemon::start(mcpmux, &config_toml(scripted, limits)).await?;
+    let http = http_pool()?;
+    let mut control = Session::connect(&http, &daemon.url).await?;
+    control.tool("stats", json!({})).await?;
+    let baseline = daemon.rss()?;
+    Ok((daemon, http, control, baseline))
+}
+
 /// One measurement.
 #[derive(Debug, Clone)]
 pub struct MemRow {
@@ -58,11 +73,7 @@ pub async fn memory(
         max_subscriptions_per_client: uris_per_session.max(1) + 16,
         ..Limits::default()
     };
-    let daemon = Daemon::start(mcpmux, &config_toml(scripted, limits)).await?;
-    let http = http_pool()?;
-    let mut control = Session::connect(&http, &daemon.url).await?;
-    control.tool("stats", json!({})).await?;
-    let baseline = daemon.rss()?;
+    let (daemon, http, mut control, baseline) = start(mcpmux, scripted, limits).await?;
 
     let tally = Tally::new();
     let uri: Arc<str> = URI.into();
@@ -142,11 +153,7 @@ pub async fn memory_listens(mcpmux: &Path, scripted: &Path, listens: usize) -> R
         max_connections: listens + 64,
         ..Limits::default()
     };
-    let daemon = Daemon::start(mcpmux, &config_toml(scripted, limits)).await?;
-    let http = http_pool()?;
-    let mut control = Session::connect(&http, &daemon.url).await?;
-    control.tool("stats", json!({})).await?;
-    let baseline = daemon.rss()?;
+    let (daemon, http, mut control, baseline) = start(mcpmux, scripted, limits).await?;
     let tally = Tally::new();
     let uri: Arc<str> = URI.into();
     let (http_ref, url) = (&http, daemon.url.as_str());
@@ -166,7 +173,10 @@ pub async fn memory_listens(mcpmux: &Path, scripted: &Path, listens: usize) -> R
         if s["subscriptions"]["holders"].as_u64() >= Some(listens as u64) {
             break;
         }
-        ensure!(std::time::Instant::now() < deadline, "not every listen held: {s}");
+        ensure!(
+            std::time::Instant::now() < deadline,
+            "not every listen held: {s}"
+        );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let with_listens = daemon.rss()?;
@@ -176,7 +186,10 @@ pub async fn memory_listens(mcpmux: &Path, scripted: &Path, listens: usize) -> R
     control.tool("emit_update", json!({"uri": URI})).await?;
     let got = tally.wait(std::time::Duration::from_secs(120)).await - before;
     let one_update = t.elapsed();
-    ensure!(got == listens as u64, "the update reached {got} of {listens} listens");
+    ensure!(
+        got == listens as u64,
+        "the update reached {got} of {listens} listens"
+    );
     drop(receivers);
     Ok(ListenRow {
         listens,

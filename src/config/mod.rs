@@ -304,13 +304,26 @@ impl ListenConfig {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<String>, ConfigError> {
-        let Some(var) = &self.auth_token_env else {
-            return Ok(None);
-        };
-        match env(var) {
-            Some(token) if !token.is_empty() => Ok(Some(token)),
-            _ => Err(ConfigError::AuthToken { var: var.clone() }),
-        }
+        token_from(self.auth_token_env.as_deref(), env)
+    }
+}
+
+/// The bearer token in the variable `var` names (`None` when no variable is named).
+///
+/// # Errors
+/// [`ConfigError::AuthToken`] if the variable is unset, empty or not UTF-8.
+pub(crate) fn token_from(
+    var: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    let Some(var) = var else {
+        return Ok(None);
+    };
+    match env(var) {
+        Some(token) if !token.is_empty() => Ok(Some(token)),
+        _ => Err(ConfigError::AuthToken {
+            var: var.to_owned(),
+        }),
     }
 }
 

@@ -58,13 +58,7 @@ impl ProfileConfig {
         &self,
         env: impl Fn(&str) -> Option<String>,
     ) -> Result<Option<String>, ConfigError> {
-        let Some(var) = &self.auth_token_env else {
-            return Ok(None);
-        };
-        match env(var) {
-            Some(token) if !token.is_empty() => Ok(Some(token)),
-            _ => Err(ConfigError::AuthToken { var: var.clone() }),
-        }
+        super::token_from(self.auth_token_env.as_deref(), env)
     }
 }
 

@@ -29,7 +29,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::config::LimitsConfig;
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::modern::{self, meta};
+use crate::protocol::stateless::{self, meta};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 
 const SESSION: &str = "mcp-session-id";
@@ -188,8 +188,8 @@ impl Post {
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
-        if let Some(name) = modern::mcp_name(&msg) {
-            put("mcp-name", &modern::encode_header_value(&name));
+        if let Some(name) = stateless::mcp_name(&msg) {
+            put("mcp-name", &stateless::encode_header_value(&name));
         }
         if method == methods::TOOLS_CALL {
             let schema = params["name"].as_str().and_then(|n| {
@@ -197,7 +197,7 @@ impl Post {
                 s.tools.get(n).cloned()
             });
             if let Some(schema) = schema {
-                for (name, value) in modern::param_headers(&schema, &params["arguments"]) {
+                for (name, value) in stateless::param_headers(&schema, &params["arguments"]) {
                     put(&format!("mcp-param-{name}"), &value);
                 }
             }
@@ -344,7 +344,7 @@ fn modern_version(msg: &Message) -> Option<String> {
     }
     let v: serde_json::Value = serde_json::from_str(params).ok()?;
     let version = v["_meta"][meta::PROTOCOL_VERSION].as_str()?;
-    modern::is_modern(version).then(|| version.to_owned())
+    stateless::is_modern(version).then(|| version.to_owned())
 }
 
 /// The modern request a `notifications/cancelled` names, when one is in flight.

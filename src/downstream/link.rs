@@ -41,12 +41,14 @@ pub enum ClientEvent {
 /// How a client speaks, decided by the transport from its first message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientKind {
-    /// A legacy session: `initialize` first, then requests under what it negotiated.
-    Legacy,
-    /// A 2026-07-28 client, already validated at the edge: one stateless request (or
-    /// listen stream) over HTTP, or a modern stdio connection. `capabilities` and
-    /// `log_level` are what its (first) request declared in `_meta`.
-    Modern {
+    /// A session: `initialize` first, then requests under what it negotiated, and a
+    /// live channel the server may ask things on (the handshake era).
+    Session,
+    /// One stateless request (or listen stream), already validated at the edge: over
+    /// HTTP, or one request of a stdio connection (the 2026-07-28 era). `capabilities`
+    /// and `log_level` are what the request declared in `_meta`; it is asked things by
+    /// answer-and-retry.
+    Stateless {
         capabilities: serde_json::Value,
         log_level: Option<String>,
         /// The outbox is the connection's, shared with its other requests (stdio):
@@ -104,7 +106,7 @@ impl ClientLink {
     /// Allocates a client id and asks the hub to admit a legacy client (of this link's
     /// view).
     pub async fn open_client(&self, outbox: Arc<Outbox>) -> Result<ClientId, AdmitError> {
-        self.open(outbox, ClientKind::Legacy).await
+        self.open(outbox, ClientKind::Session).await
     }
 
     /// Allocates a client id and asks the hub to admit a client of `kind` that sees
@@ -135,7 +137,7 @@ impl ClientLink {
         view: ViewId,
         session: Arc<str>,
     ) -> Result<ClientId, AdmitError> {
-        self.open_full(outbox, ClientKind::Legacy, view, Some(session))
+        self.open_full(outbox, ClientKind::Session, view, Some(session))
             .await
     }
 

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use tokio::sync::Notify;
 
+use crate::protocol::shape::CacheHints;
 use crate::protocol::RawId;
 use crate::state::ids::SubKey;
 
@@ -76,6 +77,9 @@ pub struct Parts {
     /// and server requests related to it). The HTTP layer writes such messages on that
     /// request's POST stream when it is still open, else on the GET stream.
     pub related: Option<RawId>,
+    /// For a response to a stateless request: how long its result may be reused, for
+    /// the edge that gives it the era's shape (`crate::protocol::shape`).
+    pub hints: Option<CacheHints>,
 }
 
 impl Outbound {
@@ -84,6 +88,17 @@ impl Outbound {
             bytes,
             kind,
             related,
+            hints: None,
+        }))
+    }
+
+    /// A response to the request `id`, with the cache hints of its result.
+    pub fn response(bytes: Bytes, id: RawId, hints: Option<CacheHints>) -> Outbound {
+        Outbound(Arc::new(Parts {
+            bytes,
+            kind: OutKind::Response,
+            related: Some(id),
+            hints,
         }))
     }
 

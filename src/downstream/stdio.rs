@@ -23,13 +23,23 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::{OutKind, Outbound, Outbox};
 use crate::protocol::codec::{Frame, JsonLines};
-use crate::protocol::modern;
+use crate::protocol::shape;
+use crate::protocol::stateless;
 use crate::protocol::{code, methods, Incoming, Kind, Message, ParseError, RawId};
 use crate::state::ids::ClientId;
 
-/// The modern requests in flight on a connection: the client's request id → the hub
-/// client serving it.
-type ModernRequests = Arc<Mutex<HashMap<RawId, ClientId>>>;
+/// The modern requests in flight on a connection, by the client's request id.
+type ModernRequests = Arc<Mutex<HashMap<RawId, ModernRequest>>>;
+
+/// One modern request in flight on a connection.
+struct ModernRequest {
+    /// The hub client serving it.
+    client: ClientId,
+    /// The URI it reads, when it is a `resources/read`.
+    read_uri: Option<String>,
+    /// It is a `subscriptions/listen`: the updates related to it are its stream's.
+    listen: bool,
+}
 
 /// Serves one client until its input ends or the hub closes its outbox.
 ///
@@ -104,10 +114,7 @@ where
                 continue;
             }
             for o in batch.drain(..).filter(|o| o.kind != OutKind::Release) {
-                if o.kind == OutKind::Response {
-                    end_modern(&hub, &modern_requests, o.related.as_ref());
-                }
-                if out.feed(o.into_bytes()).await.is_err() {
+                if out.feed(wire(o, &hub, &modern_requests)).await.is_err() {
                     return;
                 }
             }
@@ -122,14 +129,17 @@ where
             let mut rest = Vec::new();
             if outbox.drain(&mut rest).is_ok() {
                 for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
-                    let _ = out.feed(o.into_bytes()).await;
+                    let _ = out.feed(wire(o, &hub, &modern_requests)).await;
                 }
                 let _ = out.flush().await;
             }
         }
         _ = write_loop => {}
     }
-    let subs: Vec<ClientId> = lock(&modern_requests).drain().map(|(_, c)| c).collect();
+    let subs: Vec<ClientId> = lock(&modern_requests)
+        .drain()
+        .map(|(_, r)| r.client)
+        .collect();
     for sub in subs {
         hub.client_closed(sub, "stdio client left").await;
     }
@@ -137,7 +147,7 @@ where
     Ok(())
 }
 
-fn lock(m: &ModernRequests) -> std::sync::MutexGuard<'_, HashMap<RawId, ClientId>> {
+fn lock(m: &ModernRequests) -> std::sync::MutexGuard<'_, HashMap<RawId, ModernRequest>> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -164,7 +174,9 @@ async fn modern_target(
             let id = methods::parse_params::<methods::CancelledParams>(msg.params())
                 .and_then(|p| p.request_id)
                 .and_then(|r| RawId::parse(r.get()));
-            let sub = id.and_then(|id| lock(requests).remove(&id));
+            let sub = id
+                .and_then(|id| lock(requests).remove(&id))
+                .map(|r| r.client);
             match sub {
                 Some(sub) => {
                     hub.client_closed(sub, "cancelled by the client").await;
@@ -175,21 +187,21 @@ async fn modern_target(
         }
         Kind::Request
             if msg.method() != Some(methods::INITIALIZE)
-                && modern::request_meta(msg).protocol_version.is_some() =>
+                && stateless::request_meta(msg).protocol_version.is_some() =>
         {
             let refuse = |code: i64, why: &str, data: Option<serde_json::Value>| {
                 let m = Message::error_response(msg.id(), code, why, data);
                 outbox.push(Outbound::new(m.to_bytes(), OutKind::Response, None));
                 Target::Done
             };
-            let meta = match modern::validate_meta(msg) {
+            let meta = match stateless::validate_meta(msg) {
                 Ok(m) => m,
                 Err(r) => return refuse(r.code, &r.message, r.data),
             };
-            if let Some(why) = modern::legacy_only_refusal(msg.method().unwrap_or_default()) {
+            if let Some(why) = stateless::legacy_only_refusal(msg.method().unwrap_or_default()) {
                 return refuse(code::METHOD_NOT_FOUND, &why, None);
             }
-            let kind = ClientKind::Modern {
+            let kind = ClientKind::Stateless {
                 capabilities: meta.client_capabilities.unwrap_or_default(),
                 log_level: meta.log_level,
                 shared_outbox: true,
@@ -203,15 +215,49 @@ async fn modern_target(
                 );
             };
             let id = msg.id().cloned().expect("requests have ids");
-            lock(requests).insert(id, sub);
+            let request = ModernRequest {
+                client: sub,
+                read_uri: shape::read_uri(msg),
+                listen: msg.method() == Some(methods::SUBSCRIPTIONS_LISTEN),
+            };
+            lock(requests).insert(id, request);
             Target::Modern(sub)
         }
         _ => Target::Legacy,
     }
 }
 
-/// A response to a modern request was written: its client is done.
-fn end_modern(hub: &ClientLink, requests: &ModernRequests, id: Option<&RawId>) {
+/// The bytes to write for `o`: a response to a modern request ends its client and
+/// takes the era's shape; an update for a listen is tagged with its `subscriptionId`.
+fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> bytes::Bytes {
+    match (&o.kind, o.related.as_ref()) {
+        (OutKind::Response, id) => {
+            if let Some(read_uri) = end_modern(hub, requests, id) {
+                return shape::response(o.bytes.clone(), o.hints, read_uri.as_deref());
+            }
+        }
+        (OutKind::Notification | OutKind::Coalescible(_), Some(id)) => {
+            let listen = {
+                let requests = lock(requests);
+                // Most connections never make a modern request: no hashing for them.
+                !requests.is_empty() && requests.get(id).is_some_and(|r| r.listen)
+            };
+            if listen {
+                return shape::listen_update(&o.bytes, id);
+            }
+        }
+        _ => {}
+    }
+    o.into_bytes()
+}
+
+/// A response to a modern request is being written: its client is done. Returns, for
+/// such a response, the URI its request read (the answer takes the era's shape).
+fn end_modern(
+    hub: &ClientLink,
+    requests: &ModernRequests,
+    id: Option<&RawId>,
+) -> Option<Option<String>> {
     let sub = id.and_then(|id| {
         let mut requests = lock(requests);
         // Most connections never make a modern request: no hashing for them.
@@ -221,9 +267,9 @@ fn end_modern(hub: &ClientLink, requests: &ModernRequests, id: Option<&RawId>) {
             requests.remove(id)
         }
     });
-    if let Some(sub) = sub {
-        hub.client_closed_now(sub, "answered");
-    }
+    let sub = sub?;
+    hub.client_closed_now(sub.client, "answered");
+    Some(sub.read_uri)
 }
 
 fn reject_parse(outbox: &Outbox, id: Option<RawId>, e: &ParseError) {

@@ -94,7 +94,7 @@ impl Hub {
         self.clients
             .iter()
             .filter(|(id, c)| {
-                c.init.as_ref().is_some_and(|i| i.modern.is_none())
+                c.init.as_ref().is_some_and(|i| i.stateless.is_none())
                     && self.catalog.in_view(c.view, upstream)
                     && match policy {
                         UnrelatedPolicy::None => false,
@@ -164,7 +164,7 @@ impl Hub {
         if let Some(why) = client_caps.and_then(|caps| missing_capability(&method, &params, caps)) {
             return refuse(self, why);
         }
-        if self.is_modern(client) {
+        if self.is_stateless(client) {
             // 2026-07-28 has no server→client requests: the client's request is
             // answered `input_required`, and its retry answers this one (MRTR).
             if let Err(why) = self.bridge_to_input_required(upstream, &msg, client, client_request)

@@ -42,7 +42,7 @@ impl Hub {
         // One admission for every kind of client. A stateless client's every request
         // stands for a handshake: like `initialize`, it waits for the upstreams' first
         // start (and starts the lazy ones), so it can be routed.
-        let stateless = self.is_modern(client);
+        let stateless = self.is_stateless(client);
         let method = msg.method().unwrap_or_default();
         let initialized = self.clients[&client].init.is_some();
         if method == methods::PING && !stateless {
@@ -70,8 +70,8 @@ impl Hub {
     /// A request admitted (and, for a handshake, with every upstream started): to the
     /// method's handler.
     fn dispatch_request(&mut self, client: ClientId, id: RawId, msg: Message) {
-        if self.is_modern(client) {
-            return self.on_modern_request(client, id, msg);
+        if self.is_stateless(client) {
+            return self.on_stateless_request(client, id, msg);
         }
         let method = msg.method().unwrap_or_default();
         let initialized = self.clients[&client].init.is_some();
@@ -213,7 +213,7 @@ impl Hub {
             c.init = Some(ClientInit {
                 declared_subscribe,
                 capabilities: params.capabilities,
-                modern: None,
+                stateless: None,
                 version: result["protocolVersion"].as_str().map(str::to_owned),
             });
         }
@@ -408,12 +408,12 @@ impl Hub {
         self.push_response_bytes(client, id.clone(), m.to_bytes());
     }
 
-    /// Queues an already-serialized response to the client's request `id` (in the
-    /// era's shape for a modern client).
+    /// Queues an already-serialized response to the client's request `id` (with the
+    /// cache hints of its result for a stateless client, whose edge shapes it).
     pub(super) fn push_response_bytes(&mut self, client: ClientId, id: RawId, bytes: bytes::Bytes) {
-        let bytes = self.modernize_response(client, &id, bytes);
+        let hints = self.response_hints(client, &id);
         self.trace_response(client, &id, &bytes);
-        self.push(client, Outbound::new(bytes, OutKind::Response, Some(id)));
+        self.push(client, Outbound::response(bytes, id, hints));
     }
 }
 

@@ -157,7 +157,7 @@ impl Hub {
             .collect();
         let mut clients: BTreeMap<(&'static str, &'static str), usize> = BTreeMap::new();
         for c in self.clients.values() {
-            let era = if c.init.as_ref().is_some_and(|i| i.modern.is_some()) {
+            let era = if c.init.as_ref().is_some_and(|i| i.stateless.is_some()) {
                 "modern"
             } else {
                 "legacy"

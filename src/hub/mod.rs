@@ -9,8 +9,10 @@
 //! Files:
 //! - from clients: `client.rs` (admission, requests, notifications), `routing.rs`
 //!   (which upstream a request goes to), `lists.rs` (merged lists, the catalog, log
-//!   levels), `read.rs` (reads through the cache), `modern.rs` (2026-07-28 clients:
-//!   listens, result shaping), `mrtr.rs` (input asked of 2026-07-28 clients);
+//!   levels), `read.rs` (reads through the cache), `stateless.rs` (clients that
+//!   are one request, 2026-07-28: routing, `server/discover`, the cache hints of an
+//!   answer), `listens.rs` (listen streams as holders), `mrtr.rs` (input asked of
+//!   stateless clients by answer-and-retry);
 //! - from upstreams: `from_upstream.rs` (dispatch, ready, down), `upstream_responses.rs`,
 //!   `upstream_notifications.rs` (updates fanned out, `list_changed`, progress),
 //!   `association.rs` (what belongs to one client's request), `upstream_era.rs` (what a
@@ -29,13 +31,14 @@ mod effects;
 mod fleet;
 mod from_upstream;
 pub mod handle;
+mod listens;
 mod lists;
 pub mod metrics;
-mod modern;
 mod mrtr;
 mod read;
 pub mod reload;
 mod routing;
+mod stateless;
 mod traces;
 mod upstream_era;
 mod upstream_notifications;
@@ -207,7 +210,7 @@ struct ClientInit {
     /// request declared in `_meta`).
     capabilities: serde_json::Value,
     /// Set for a 2026-07-28 client.
-    modern: Option<modern::ModernClient>,
+    stateless: Option<stateless::StatelessClient>,
     /// The protocol version `initialize` agreed on (none for a stateless client, whose
     /// every request names its own).
     version: Option<String>,
@@ -430,14 +433,14 @@ impl Hub {
                 } else {
                     let owns_outbox = !matches!(
                         kind,
-                        ClientKind::Modern {
+                        ClientKind::Stateless {
                             shared_outbox: true,
                             ..
                         }
                     );
                     let init = match kind {
-                        ClientKind::Legacy => None,
-                        ClientKind::Modern {
+                        ClientKind::Session => None,
+                        ClientKind::Stateless {
                             capabilities,
                             log_level,
                             param_headers,
@@ -455,7 +458,7 @@ impl Hub {
                             Some(ClientInit {
                                 declared_subscribe: true,
                                 capabilities,
-                                modern: Some(modern::ModernClient::new(param_headers)),
+                                stateless: Some(stateless::StatelessClient::new(param_headers)),
                                 version: None,
                             })
                         }

@@ -242,7 +242,7 @@ impl Hub {
         let Some(state) = state.as_str() else {
             return refuse(self, "requestState must be a string".into());
         };
-        if !state.starts_with(STATE_PREFIX) && self.routes_to_modern(client, msg) {
+        if !state.starts_with(STATE_PREFIX) && self.routes_to_stateless(client, msg) {
             // The upstream's own state: its retry passes through.
             return false;
         }
@@ -364,10 +364,10 @@ impl Hub {
     }
 
     /// Whether `msg` goes to a 2026-07-28 upstream (which mints its own states).
-    fn routes_to_modern(&self, client: ClientId, msg: &Message) -> bool {
+    fn routes_to_stateless(&self, client: ClientId, msg: &Message) -> bool {
         let mut probe = msg.clone();
         self.route_request(self.view_of(client), &mut probe)
-            .is_ok_and(|u| self.upstream_is_modern(u))
+            .is_ok_and(|u| self.upstream_is_stateless(u))
     }
 
     /// The parked request `pid` ended (answered, failed, timed out): its held server

@@ -15,7 +15,7 @@ use std::time::Duration;
 
 impl Hub {
     /// Whether `u` is up and speaks 2026-07-28.
-    pub(super) fn upstream_is_modern(&self, u: crate::state::ids::UpstreamId) -> bool {
+    pub(super) fn upstream_is_stateless(&self, u: crate::state::ids::UpstreamId) -> bool {
         self.upstream_ready(u)
             .is_some_and(|i| i.era == crate::upstream::Era::Modern)
     }
@@ -31,7 +31,7 @@ impl Hub {
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached; a request with a progress token
         // keeps its own stream of progress, and an MRTR retry is never cached.
-        let cacheable = self.subs.is_active(&key) || self.upstream_is_modern(upstream);
+        let cacheable = self.subs.is_active(&key) || self.upstream_is_stateless(upstream);
         if !cacheable || methods::progress_token(msg.params()).is_some() || is_mrtr_retry(&msg) {
             return self.forward_request(client, id, msg);
         }
@@ -104,7 +104,7 @@ impl Hub {
         let legacy_body = outcome.err().and_then(legacy_not_found);
         for (client, id) in waiters {
             let body = match &legacy_body {
-                Some(b) if !self.is_modern(client) => b.as_str(),
+                Some(b) if !self.is_stateless(client) => b.as_str(),
                 _ => body,
             };
             let bytes = response_bytes(&id, member, body);

@@ -8,7 +8,7 @@
 use serde_json::{Map, Value};
 
 use super::{lists, Hub, UpstreamStatus};
-use crate::protocol::modern;
+use crate::protocol::stateless;
 use crate::protocol::{methods, Message};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ProxyId, UpstreamId};
@@ -42,9 +42,9 @@ impl Hub {
             }
         };
         let init = self.clients.get(&client)?.init.as_ref()?;
-        let modern_client = init.modern.as_ref();
+        let stateless_client = init.stateless.as_ref();
         let param_headers = if msg.method() == Some(methods::TOOLS_CALL) {
-            match modern_client.and_then(|m| m.param_headers.clone()) {
+            match stateless_client.and_then(|m| m.param_headers.clone()) {
                 Some(forwarded) => forwarded,
                 None => self.computed_param_headers(upstream, msg),
             }
@@ -58,7 +58,7 @@ impl Hub {
                 .get(&client)
                 .and_then(|i| lists::level_name(*i))
                 .map(str::to_owned),
-            bridge_input: modern_client.is_none(),
+            bridge_input: stateless_client.is_none(),
             for_client: true,
             param_headers,
         })
@@ -77,7 +77,7 @@ impl Hub {
         let Some(tool) = self.catalog.own_item(upstream, ListKind::Tools, name) else {
             return Vec::new();
         };
-        modern::param_headers(&tool["inputSchema"], &params["arguments"])
+        stateless::param_headers(&tool["inputSchema"], &params["arguments"])
     }
 }
 

@@ -219,11 +219,13 @@ impl Hub {
             .clients
             .iter()
             .filter(|(_, c)| audience.includes(c.view))
-            .filter(|(_, c)| match c.init.as_ref().map(|i| i.modern.as_ref()) {
-                None => false,
-                Some(None) => true,
-                Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
-            })
+            .filter(
+                |(_, c)| match c.init.as_ref().map(|i| i.stateless.as_ref()) {
+                    None => false,
+                    Some(None) => true,
+                    Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
+                },
+            )
             .map(|(id, _)| *id)
             .collect();
         self.fan_out_tagged(&clients, msg, kind);

@@ -70,7 +70,7 @@ pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
         token: Option<&'a RawValue>,
     }
     let params = params?.get();
-    if !super::modern::may_have_meta(params) {
+    if !super::stateless::may_have_meta(params) {
         return None;
     }
     let p: P = serde_json::from_str(params).ok()?;

@@ -5,7 +5,8 @@ pub mod codec;
 pub mod listen;
 pub mod message;
 pub mod methods;
-pub mod modern;
+pub mod shape;
+pub mod stateless;
 pub mod tag;
 
 pub use message::{

@@ -26,7 +26,7 @@ use tokio_util::task::TaskTracker;
 
 use super::{Era, InitInfo, UpstreamEvent, UpstreamLink};
 use crate::config::{CacheScope, Config, UpstreamProtocol};
-use crate::protocol::modern::{code, meta, MODERN_VERSION};
+use crate::protocol::stateless::{code, meta, MODERN_VERSION};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 

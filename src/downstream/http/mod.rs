@@ -30,10 +30,10 @@ mod endpoints;
 mod episode;
 mod guard;
 mod listener;
-mod modern;
 mod post;
 mod session;
 mod sse;
+mod stateless;
 #[cfg(test)]
 mod tests;
 

@@ -92,11 +92,11 @@ pub(super) async fn handle(app: Arc<App>, req: Request, view: ViewId) -> Respons
     };
     let session_id = header_str(headers, &SESSION_ID);
     if let (None, Incoming::Single(Ok(msg))) = (session_id, &incoming) {
-        if super::modern::is_modern_post(raw_version, msg) {
+        if super::stateless::is_modern_post(raw_version, msg) {
             let Incoming::Single(Ok(msg)) = incoming else {
                 unreachable!("matched above")
             };
-            return super::modern::handle(app, msg, headers, accepts, view).await;
+            return super::stateless::handle(app, msg, headers, accepts, view).await;
         }
     }
     let header_version = match guard::protocol_version(raw_version) {

@@ -125,7 +125,7 @@ async fn served(clients: &ClientLink, payload: &[u8]) -> Bytes {
         return failed("the forwarded retry is not a request");
     };
     let outbox = Outbox::for_transport(64, "fleet");
-    let kind = ClientKind::Modern {
+    let kind = ClientKind::Stateless {
         capabilities: v["capabilities"].clone(),
         log_level: v["logLevel"].as_str().map(str::to_owned),
         shared_outbox: false,

@@ -21,7 +21,7 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::handshake::error_chain;
 use super::wire::{self, BodyKind, Endpoint, SessionCtx};
 use super::{HttpUpstream, SessionEnd, MAX_IN_FLIGHT};
-use crate::protocol::modern::{encode_header_value, mcp_name, MODERN_VERSION};
+use crate::protocol::stateless::{encode_header_value, mcp_name, MODERN_VERSION};
 use crate::protocol::{methods, Kind, Message, RawId};
 use crate::upstream::driver::{self, Inbound, Supervisor};
 use crate::upstream::probe::{self, Verdict};

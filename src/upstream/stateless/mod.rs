@@ -24,7 +24,7 @@ use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
 use crate::protocol::listen::ListenFilter;
-use crate::protocol::modern::{code as modern_code, meta, MODERN_VERSION};
+use crate::protocol::stateless::{code as modern_code, meta, MODERN_VERSION};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 use crate::upstream::Related;
 use bridge::{BridgeAction, Bridges};

@@ -25,7 +25,8 @@ use super::{header_str, json_response, session, sse, sse_response, App, TRANSPOR
 use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::{OutKind, Outbox};
 use crate::protocol::methods::{self, progress_token};
-use crate::protocol::modern::{self, Headers};
+use crate::protocol::shape;
+use crate::protocol::stateless::{self, Headers};
 use crate::protocol::{code, Kind, Message, RawId};
 use crate::state::ids::ClientId;
 
@@ -36,9 +37,9 @@ const MCP_NAME: header::HeaderName = header::HeaderName::from_static("mcp-name")
 /// header names 2026-07-28, or its body carries the era's `_meta` protocol version
 /// (any value: an unknown one gets -32022 with the versions mcpmux speaks).
 pub(super) fn is_modern_post(header_version: Option<&str>, msg: &Message) -> bool {
-    header_version.is_some_and(|v| modern::is_modern(v.trim()))
+    header_version.is_some_and(|v| stateless::is_modern(v.trim()))
         || (msg.method() != Some(methods::INITIALIZE)
-            && modern::request_meta(msg).protocol_version.is_some())
+            && stateless::request_meta(msg).protocol_version.is_some())
 }
 
 /// Serves one modern POST.
@@ -67,7 +68,7 @@ pub(super) async fn handle(
         method: header_str(headers, &MCP_METHOD),
         name: header_str(headers, &MCP_NAME),
     };
-    let meta = match modern::validate_http(&msg, &h) {
+    let meta = match stateless::validate_http(&msg, &h) {
         Ok(m) => m,
         Err(r) => {
             let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::BAD_REQUEST);
@@ -75,13 +76,14 @@ pub(super) async fn handle(
         }
     };
     let method = msg.method().unwrap_or_default().to_owned();
-    if let Some(why) = modern::legacy_only_refusal(&method) {
+    if let Some(why) = stateless::legacy_only_refusal(&method) {
         let m = Message::error_response(msg.id(), code::METHOD_NOT_FOUND, &why, None);
         return json_response(StatusCode::NOT_FOUND, m.to_bytes());
     }
     let id = msg.id().cloned().expect("a request");
+    let read_uri = shape::read_uri(&msg);
     let outbox = Outbox::for_transport(app.settings.client_queue, "http");
-    let kind = ClientKind::Modern {
+    let kind = ClientKind::Stateless {
         capabilities: meta.client_capabilities.unwrap_or_default(),
         log_level: meta.log_level.clone(),
         shared_outbox: false,
@@ -117,13 +119,24 @@ pub(super) async fn handle(
     if sse {
         let (tx, rx) = lane::channel(session::STREAM_QUEUE);
         let link = guard.link.take().expect("set above");
-        app.tracker
-            .spawn(stream(outbox, link, client, id, tx, app.shutdown.clone()));
+        let request = Request {
+            id,
+            read_uri,
+            listen,
+        };
+        app.tracker.spawn(stream(
+            outbox,
+            link,
+            client,
+            request,
+            tx,
+            app.shutdown.clone(),
+        ));
         return sse_response(rx);
     }
     // JSON: wait here for the response; if the client goes away first, the guard
     // ends the request's client (cancelling it upstream).
-    let answer = answer(&outbox, &id).await;
+    let answer = answer(&outbox, &id, read_uri.as_deref()).await;
     if let Some(link) = guard.link.take() {
         link.client_closed(client, "answered").await;
     }
@@ -134,9 +147,9 @@ pub(super) async fn handle(
                 // The era's errors about the request itself, from mcpmux or passed on
                 // from a 2026-07-28 upstream.
                 Some(
-                    modern::code::HEADER_MISMATCH
-                    | modern::code::MISSING_CAPABILITY
-                    | modern::code::UNSUPPORTED_VERSION,
+                    stateless::code::HEADER_MISMATCH
+                    | stateless::code::MISSING_CAPABILITY
+                    | stateless::code::UNSUPPORTED_VERSION,
                 ) => StatusCode::BAD_REQUEST,
                 _ => StatusCode::OK,
             };
@@ -166,14 +179,16 @@ fn param_headers(headers: &HeaderMap) -> Vec<(String, String)> {
 }
 
 /// Waits for the response to `id` on the request's outbox (other messages have no
-/// stream to go to in a JSON answer and are dropped). `None` when the outbox closes.
-async fn answer(outbox: &Outbox, id: &RawId) -> Option<bytes::Bytes> {
+/// stream to go to in a JSON answer and are dropped), in the era's shape. `None` when
+/// the outbox closes.
+async fn answer(outbox: &Outbox, id: &RawId, read_uri: Option<&str>) -> Option<bytes::Bytes> {
     let mut batch = Vec::new();
     loop {
         outbox.drain(&mut batch).ok()?;
         for o in batch.drain(..) {
             if o.kind == OutKind::Response && o.related.as_ref() == Some(id) {
-                return Some(o.into_bytes());
+                let hints = o.hints;
+                return Some(shape::response(o.into_bytes(), hints, read_uri));
             }
         }
         outbox.ready().await;
@@ -190,13 +205,39 @@ fn error_code(bytes: &[u8]) -> Option<i64> {
         .as_i64()
 }
 
+/// What a stream writes for: its request's id, the URI when it is a read, and whether
+/// it is a listen.
+struct Request {
+    id: RawId,
+    read_uri: Option<String>,
+    listen: bool,
+}
+
+impl Request {
+    /// The bytes to write for `o`, in the era's shape: the response shaped, a listen's
+    /// update tagged with the stream's `subscriptionId`.
+    fn wire(&self, o: &crate::downstream::outbox::Outbound) -> bytes::Bytes {
+        match &o.kind {
+            OutKind::Response if o.related.as_ref() == Some(&self.id) => {
+                shape::response(o.bytes.clone(), o.hints, self.read_uri.as_deref())
+            }
+            OutKind::Notification | OutKind::Coalescible(_)
+                if self.listen && o.related.as_ref() == Some(&self.id) =>
+            {
+                shape::listen_update(&o.bytes, &self.id)
+            }
+            _ => o.bytes.clone(),
+        }
+    }
+}
+
 /// Writes the request's messages to its SSE stream until its response (or, for a
 /// listen, until either side ends it), then ends its client.
 async fn stream(
     outbox: Arc<Outbox>,
     link: ClientLink,
     client: ClientId,
-    id: RawId,
+    request: Request,
     tx: lane::Sender<bytes::Bytes>,
     shutdown: CancellationToken,
 ) {
@@ -212,8 +253,8 @@ async fn stream(
                 done = true;
                 continue;
             }
-            sse::write_event(&mut chunk, None, &o.bytes);
-            done |= o.kind == OutKind::Response && o.related.as_ref() == Some(&id);
+            sse::write_event(&mut chunk, None, &request.wire(&o));
+            done |= o.kind == OutKind::Response && o.related.as_ref() == Some(&request.id);
         }
         if !chunk.is_empty() && tx.send(chunk.freeze()).await.is_err() {
             break "stream closed by the client";

@@ -103,6 +103,7 @@ impl Hub {
 
     pub(super) fn stats(&self) -> HubStats {
         let mut sent: Vec<(String, u64)> = self
+            .counters
             .sent
             .iter()
             .map(|(k, v)| ((*k).to_owned(), *v))
@@ -114,14 +115,14 @@ impl Hub {
             .map(|c| c.outbox.peak())
             .max()
             .unwrap_or(0)
-            .max(self.peak_queue);
+            .max(self.counters.peak_queue);
         HubStats {
             clients: self.clients.len(),
             subscription_keys: self.subs.len(),
             client_subscriptions: self.subs.client_pairs(),
             pending_requests: self.pending.len(),
             peak_queue: peak,
-            coalesced: self.coalesced_gone
+            coalesced: self.counters.coalesced_gone
                 + self
                     .clients
                     .values()

@@ -106,6 +106,7 @@ impl Hub {
     /// as `other`, so client-chosen method names cannot grow the map.
     fn count_sent(&mut self, method: &str) {
         *self
+            .counters
             .sent
             .entry(super::metrics::method_label(method))
             .or_default() += 1;

@@ -37,17 +37,26 @@ pub(crate) struct FleetView {
     pub owners: std::collections::HashMap<SubKey, String>,
 }
 
+/// The hub's part of the fleet: the actor's handle (when `[fleet]` is configured), this
+/// instance's role per shared key, and the last view for the operator.
+#[derive(Debug, Default)]
+pub(super) struct FleetPart {
+    pub(super) actor: Option<crate::fleet::FleetHandle>,
+    pub(super) roles: std::collections::HashMap<SubKey, FleetRole>,
+    pub(super) view: FleetView,
+}
+
 impl Hub {
     /// Whether `key`'s upstream subscription is the fleet's business.
     pub(super) fn fleet_shared(&self, key: &SubKey) -> bool {
-        self.fleet.is_some() && self.upstreams.get(key.upstream.0).is_some_and(|s| s.shared)
+        self.fleet.actor.is_some() && self.upstreams.get(key.upstream.0).is_some_and(|s| s.shared)
     }
 
     /// The registry wants the upstream subscription (0→1 holders here).
     pub(super) fn fleet_want(&mut self, key: SubKey) {
-        self.fleet_roles.insert(key.clone(), FleetRole::Pending);
+        self.fleet.roles.insert(key.clone(), FleetRole::Pending);
         let upstream_name = self.upstreams[key.upstream.0].name.clone();
-        if let Some(f) = &self.fleet {
+        if let Some(f) = &self.fleet.actor {
             f.send(FleetCmd::Want { key, upstream_name });
         }
     }
@@ -56,24 +65,24 @@ impl Hub {
     /// actor decides when it goes (`FleetEvent::Unsubscribe`): an owner keeps it while
     /// other instances are interested.
     pub(super) fn fleet_release(&mut self, key: SubKey) {
-        if self.fleet_roles.get(&key) == Some(&FleetRole::Follow) {
-            self.fleet_roles.remove(&key);
+        if self.fleet.roles.get(&key) == Some(&FleetRole::Follow) {
+            self.fleet.roles.remove(&key);
         }
-        if let Some(f) = &self.fleet {
+        if let Some(f) = &self.fleet.actor {
             f.send(FleetCmd::Release { key });
         }
     }
 
     /// The role of a key (`None`: not shared, or not held).
     pub(super) fn fleet_role(&self, key: &SubKey) -> Option<FleetRole> {
-        self.fleet_roles.get(key).copied()
+        self.fleet.roles.get(key).copied()
     }
 
     /// An update from this instance's own upstream for a key it owns: every follower
     /// hears it through NATS.
     pub(super) fn fleet_publish(&self, key: &SubKey, update: &Message) {
         if self.fleet_role(key) == Some(FleetRole::Own) {
-            if let Some(f) = &self.fleet {
+            if let Some(f) = &self.fleet.actor {
                 f.send(FleetCmd::Publish {
                     key: key.clone(),
                     update: update.to_bytes(),
@@ -84,7 +93,7 @@ impl Hub {
 
     /// A follower's cache miss: the owner reads (once for the whole fleet).
     pub(super) fn fleet_read(&self, key: SubKey, exposed_uri: String, generation: u64) {
-        if let Some(f) = &self.fleet {
+        if let Some(f) = &self.fleet.actor {
             f.send(FleetCmd::Read {
                 key,
                 exposed_uri,
@@ -97,11 +106,11 @@ impl Hub {
         match ev {
             FleetEvent::Own { key, subscribe } => {
                 let takeover = self.subs.is_active(&key);
-                self.fleet_roles.insert(key.clone(), FleetRole::Own);
+                self.fleet.roles.insert(key.clone(), FleetRole::Own);
                 self.settle_fleet_key(&key, subscribe, takeover);
             }
             FleetEvent::Follow { key, drop_upstream } => {
-                self.fleet_roles.insert(key.clone(), FleetRole::Follow);
+                self.fleet.roles.insert(key.clone(), FleetRole::Follow);
                 if drop_upstream {
                     self.send_sub_request(key.clone(), false);
                 }
@@ -109,11 +118,11 @@ impl Hub {
             }
             FleetEvent::Direct { key, subscribe } => {
                 let fallback = self.subs.is_active(&key);
-                self.fleet_roles.insert(key.clone(), FleetRole::Direct);
+                self.fleet.roles.insert(key.clone(), FleetRole::Direct);
                 self.settle_fleet_key(&key, subscribe, fallback && subscribe);
             }
             FleetEvent::Unsubscribe { key } => {
-                self.fleet_roles.remove(&key);
+                self.fleet.roles.remove(&key);
                 if self.subs.is_active(&key) {
                     // Holders came back while the release was on its way: keep it.
                     self.fleet_want(key);
@@ -161,7 +170,7 @@ impl Hub {
                 owners,
             } => {
                 self.mrtr.instance.clone_from(&instance);
-                self.fleet_view = FleetView {
+                self.fleet.view = FleetView {
                     instance,
                     instances,
                     owners: owners.into_iter().collect(),

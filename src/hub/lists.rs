@@ -7,13 +7,15 @@
 //! `list_changed` will tell us when the page is stale), else fetched. The merged page
 //! is the parts' items in config order, namespaced, first server winning collisions.
 
+use std::collections::HashMap;
+
 use serde_json::{json, Value};
 
 use super::Hub;
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
 use crate::state::catalog::{decode_cursor, encode_cursor, ListKind, Page};
-use crate::state::ids::{ClientId, UpstreamId};
+use crate::state::ids::{ClientId, IdMap, UpstreamId};
 use crate::state::pending::Origin;
 
 /// Most pages the hub fetches of one upstream list for its routing table.
@@ -55,6 +57,32 @@ impl ListAgg {
 /// (`Err` = it failed).
 type ListPart = (UpstreamId, Option<String>, Option<Result<Page, Value>>);
 
+/// `logging/setLevel` per client, and the level last set upstream.
+#[derive(Debug, Default)]
+pub(super) struct LogLevels {
+    pub(super) clients: IdMap<ClientId, u8>,
+    pub(super) upstream: Option<u8>,
+}
+
+impl LogLevels {
+    /// The most verbose level any client asked for (clients that asked for none
+    /// aside).
+    fn wanted(&self) -> Option<u8> {
+        self.clients
+            .values()
+            .filter(|l| **l != LOG_OFF)
+            .min()
+            .copied()
+    }
+}
+
+/// Client list requests being assembled from several upstreams, by aggregation id.
+#[derive(Debug, Default)]
+pub(super) struct Assemblies {
+    pub(super) open: HashMap<u64, ListAgg>,
+    pub(super) next: u64,
+}
+
 impl Hub {
     pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {
         let cursor = msg
@@ -78,8 +106,8 @@ impl Hub {
                 return self.reply_error(client, &id, code::INVALID_PARAMS, "invalid cursor")
             }
         };
-        self.next_list += 1;
-        let agg_id = self.next_list;
+        self.lists.next += 1;
+        let agg_id = self.lists.next;
         let mut agg = ListAgg {
             client,
             id,
@@ -102,7 +130,7 @@ impl Hub {
                 fetch.push((*u, cursor.clone()));
             }
         }
-        self.lists.insert(agg_id, agg);
+        self.lists.open.insert(agg_id, agg);
         for (u, cursor) in fetch {
             let origin = Origin::ListPart {
                 agg: agg_id,
@@ -155,7 +183,7 @@ impl Hub {
             self.record_page(u, kind, cursor.clone(), page.clone());
             page
         });
-        if let Some(a) = self.lists.get_mut(&agg) {
+        if let Some(a) = self.lists.open.get_mut(&agg) {
             if let Some(part) = a
                 .parts
                 .iter_mut()
@@ -170,12 +198,13 @@ impl Hub {
     fn try_finish_list(&mut self, agg_id: u64) {
         if self
             .lists
+            .open
             .get(&agg_id)
             .is_none_or(|a| a.parts.iter().any(|p| p.2.is_none()))
         {
             return;
         }
-        let agg = self.lists.remove(&agg_id).expect("checked");
+        let agg = self.lists.open.remove(&agg_id).expect("checked");
         let view = self.view_of(agg.client);
         let mut items = Vec::new();
         let mut next = Vec::new();
@@ -286,23 +315,18 @@ impl Hub {
         let Some(level) = level else {
             return self.reply_error(client, &id, code::INVALID_PARAMS, "logging/setLevel needs params.level: one of debug, info, notice, warning, error, critical, alert, emergency");
         };
-        self.log_levels.insert(client, level as u8);
+        self.log_levels.clients.insert(client, level as u8);
         self.reply(client, &id, json!({}));
         self.sync_log_level();
     }
 
     /// Sends `logging/setLevel` upstream when the most verbose requested level changes.
     pub(super) fn sync_log_level(&mut self) {
-        let wanted = self
-            .log_levels
-            .values()
-            .filter(|l| **l != LOG_OFF)
-            .min()
-            .copied();
-        if wanted == self.upstream_log_level || wanted.is_none() {
+        let wanted = self.log_levels.wanted();
+        if wanted == self.log_levels.upstream || wanted.is_none() {
             return;
         }
-        self.upstream_log_level = wanted;
+        self.log_levels.upstream = wanted;
         for u in self.candidates(crate::state::ids::ViewId::DEFAULT, "logging") {
             self.send_log_level(u);
         }
@@ -311,7 +335,7 @@ impl Hub {
     /// Sets the effective level on one upstream (after a level change, and whenever it
     /// starts or restarts: a new session starts at the server's default).
     pub(super) fn send_log_level(&mut self, u: UpstreamId) {
-        let Some(level) = self.upstream_log_level else {
+        let Some(level) = self.log_levels.upstream else {
             return;
         };
         let supported = self
@@ -334,7 +358,7 @@ impl Hub {
 
     /// Whether a `notifications/message` at `level` goes to this client.
     pub(super) fn wants_log(&self, client: ClientId, level: Option<&str>) -> bool {
-        let Some(min) = self.log_levels.get(&client) else {
+        let Some(min) = self.log_levels.clients.get(&client) else {
             // A client that set no level gets what the server sends.
             return true;
         };

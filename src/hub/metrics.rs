@@ -52,6 +52,14 @@ pub(crate) struct UpstreamCounters {
 /// What the hub counts overall.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
+    /// When the hub started (ms since the Unix epoch).
+    pub started_unix_ms: u64,
+    /// Upstream requests sent, by method label ([`method_label`]: a bounded set).
+    pub sent: HashMap<&'static str, u64>,
+    /// The deepest any gone client's queue was (live clients report their own).
+    pub peak_queue: usize,
+    /// Coalesced notifications of clients already gone (`HubStats::coalesced`).
+    pub coalesced_gone: u64,
     pub upstreams: HashMap<UpstreamId, UpstreamCounters>,
     /// Client subscriptions taken (legacy subscribes and listen URIs), and of those the
     /// ones that needed no upstream subscription (the URI was held already).
@@ -178,7 +186,7 @@ impl Hub {
         top.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         top.truncate(20);
         Snapshot {
-            started_unix_ms: self.started_unix_ms,
+            started_unix_ms: self.counters.started_unix_ms,
             upstreams,
             clients: clients.into_iter().collect(),
             profiles: self.clients_per_view(),
@@ -196,10 +204,11 @@ impl Hub {
             slow_disconnects: self.counters.slow_disconnects,
             fanout_deliveries: self.counters.fanout_deliveries,
             warnings: self.counters.warnings.iter().cloned().collect(),
-            fleet: self.fleet.as_ref().map(|_| {
-                let view = &self.fleet_view;
+            fleet: self.fleet.actor.as_ref().map(|_| {
+                let view = &self.fleet.view;
                 let mut keys: Vec<FleetKey> = self
-                    .fleet_roles
+                    .fleet
+                    .roles
                     .iter()
                     .map(|(k, role)| {
                         let (role, owner) = match role {

@@ -247,14 +247,12 @@ pub struct Hub {
     cache: ReadCache,
     catalog: Catalog,
     /// Client list requests being assembled from several upstreams.
-    lists: HashMap<u64, lists::ListAgg>,
-    next_list: u64,
+    lists: lists::Assemblies,
     /// URL-mode elicitations routed to a client, by (upstream, elicitationId), so that
     /// the server's `notifications/elicitation/complete` reaches the same client.
     elicitations: HashMap<(UpstreamId, String), ClientId>,
     /// `logging/setLevel` per client, and the level last set upstream.
-    log_levels: IdMap<ClientId, u8>,
-    upstream_log_level: Option<u8>,
+    log_levels: lists::LogLevels,
     /// Request deadlines, by proxy id, so answered requests can drop their timer and
     /// progress can push it back (never past the request's total limit).
     request_timers: IdMap<ProxyId, RequestTimer>,
@@ -263,18 +261,13 @@ pub struct Hub {
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
     deferred_inits: Vec<(ClientId, Message)>,
-    /// Upstream requests sent, by method label (`metrics::method_label`: a bounded set).
-    sent: HashMap<&'static str, u64>,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
     /// The fleet actor, when `[fleet]` is configured, and this instance's role per
     /// shared key.
-    fleet: Option<crate::fleet::FleetHandle>,
-    fleet_roles: HashMap<SubKey, fleet::FleetRole>,
-    fleet_view: fleet::FleetView,
+    fleet: fleet::FleetPart,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
-    started_unix_ms: u64,
     /// Set while shutting down: answered once no client request is in flight.
     draining: Option<tokio::sync::oneshot::Sender<usize>>,
     /// Whether a drain has started (new clients and requests are refused).
@@ -284,9 +277,6 @@ pub struct Hub {
     /// What this turn queued to clients: writers are woken once, at its end
     /// ([`Hub::wake_writers`]); its size bounds a burst ([`TURN_PUSHES`]).
     turn: effects::Turn,
-    peak_queue: usize,
-    /// Coalesced notifications of clients already gone (`HubStats::coalesced`).
-    coalesced_gone: u64,
     /// Open spans, when tracing is on (docs/architecture.md, "Traces").
     traces: traces::Traces,
 }
@@ -306,18 +296,16 @@ impl Hub {
                     })
                     .collect(),
             ),
-            lists: HashMap::new(),
-            next_list: 0,
+            lists: lists::Assemblies::default(),
             elicitations: HashMap::new(),
-            fleet: None,
-            fleet_roles: HashMap::new(),
-            fleet_view: fleet::FleetView::default(),
-            counters: metrics::Counters::default(),
-            started_unix_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis() as u64),
-            log_levels: IdMap::default(),
-            upstream_log_level: None,
+            fleet: fleet::FleetPart::default(),
+            counters: metrics::Counters {
+                started_unix_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as u64),
+                ..Default::default()
+            },
+            log_levels: lists::LogLevels::default(),
             settings,
             clients: IdMap::default(),
             upstreams,
@@ -326,14 +314,11 @@ impl Hub {
             deadlines: deadlines::Deadlines::new(),
             timers: DelayQueue::new(),
             deferred_inits: Vec::new(),
-            sent: HashMap::new(),
             doomed: Vec::new(),
             turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
             draining: None,
             shutting_down: false,
-            peak_queue: 0,
-            coalesced_gone: 0,
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
@@ -451,7 +436,7 @@ impl Hub {
                                 .as_deref()
                                 .and_then(lists::level_index)
                                 .unwrap_or(lists::LOG_OFF);
-                            self.log_levels.insert(client, level);
+                            self.log_levels.clients.insert(client, level);
                             self.sync_log_level();
                             // A listen is an explicit request to subscribe: in this
                             // era it is the negotiation.
@@ -490,17 +475,17 @@ impl Hub {
             return;
         };
         tracing::debug!(%client, reason, "client closed");
-        self.peak_queue = self.peak_queue.max(state.outbox.peak());
+        self.counters.peak_queue = self.counters.peak_queue.max(state.outbox.peak());
         if state.owns_outbox {
-            self.coalesced_gone += state.outbox.merged();
+            self.counters.coalesced_gone += state.outbox.merged();
             state.outbox.close(CloseReason::Closed);
         }
         self.deferred_inits.retain(|(c, _)| *c != client);
         self.trace_client_gone(client);
         self.cache.forget_waiter(|(c, _)| *c == client);
-        self.lists.retain(|_, agg| agg.client != client);
+        self.lists.open.retain(|_, agg| agg.client != client);
         self.elicitations.retain(|_, c| *c != client);
-        if self.log_levels.remove(&client).is_some() {
+        if self.log_levels.clients.remove(&client).is_some() {
             self.sync_log_level();
         }
         let effects = self.subs.remove_client(client, Instant::now().into_std());
@@ -556,7 +541,7 @@ pub fn spawn_hub_with_fleet(
     let (handle, inboxes) = HubHandle::channels(INBOX_CAPACITY);
     let upstreams = build_upstreams(handle.upstreams());
     let mut hub = Hub::new(settings, upstreams);
-    hub.fleet = fleet.map(|(config, stop)| {
+    hub.fleet.actor = fleet.map(|(config, stop)| {
         crate::fleet::start(
             config,
             handle.fleet_events(),

@@ -309,7 +309,7 @@ impl Hub {
         msg: &Message,
         instance: String,
     ) -> Result<(), String> {
-        let Some(fleet) = &self.fleet else {
+        let Some(fleet) = &self.fleet.actor else {
             return Err(format!(
                 "it was issued by mcpmux instance {instance} of a fleet this mcpmux is not in"
             ));
@@ -318,6 +318,7 @@ impl Hub {
         let capabilities = init.map(|i| i.capabilities.clone()).unwrap_or_default();
         let log_level = self
             .log_levels
+            .clients
             .get(&client)
             .and_then(|i| super::lists::level_name(*i))
             .map(str::to_owned);

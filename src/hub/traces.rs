@@ -224,7 +224,7 @@ impl Hub {
         let parent = match &origin {
             Some(Origin::Client { client, id, .. }) => Some((*client, id.clone())),
             Some(Origin::ListPart { agg, .. }) => {
-                self.lists.get(agg).map(|a| (a.client, a.id().clone()))
+                self.lists.open.get(agg).map(|a| (a.client, a.id().clone()))
             }
             _ => cause,
         };

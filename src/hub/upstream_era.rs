@@ -55,6 +55,7 @@ impl Hub {
             client_capabilities: within(&slot.declared_caps, &init.capabilities),
             log_level: self
                 .log_levels
+                .clients
                 .get(&client)
                 .and_then(|i| lists::level_name(*i))
                 .map(str::to_owned),

@@ -15,7 +15,7 @@
 //!   stateless clients by answer-and-retry);
 //! - from upstreams: `from_upstream.rs` (dispatch, ready, down), `upstream_responses.rs`,
 //!   `upstream_notifications.rs` (updates fanned out, `list_changed`, progress),
-//!   `association.rs` (what belongs to one client's request), `upstream_era.rs` (what a
+//!   `association.rs` (what belongs to one client's request), `request_ctx.rs` (what a
 //!   2026-07-28 upstream is told of the client a request is for);
 //! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
 //!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
@@ -37,10 +37,10 @@ pub mod metrics;
 mod mrtr;
 mod read;
 pub mod reload;
+mod request_ctx;
 mod routing;
 mod stateless;
 mod traces;
-mod upstream_era;
 mod upstream_notifications;
 mod upstream_responses;
 mod views;

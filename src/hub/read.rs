@@ -14,10 +14,9 @@ use crate::state::pending::Origin;
 use std::time::Duration;
 
 impl Hub {
-    /// Whether `u` is up and speaks 2026-07-28.
+    /// Whether `u` is up and stateless (`InitInfo::is_stateless`).
     pub(super) fn upstream_is_stateless(&self, u: crate::state::ids::UpstreamId) -> bool {
-        self.upstream_ready(u)
-            .is_some_and(|i| i.era == crate::upstream::Era::Modern)
+        self.upstream_ready(u).is_some_and(|i| i.is_stateless())
     }
 
     pub(super) fn on_read(&mut self, client: ClientId, id: RawId, msg: Message) {

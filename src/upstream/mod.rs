@@ -101,6 +101,14 @@ pub struct DualFaces {
 }
 
 impl InitInfo {
+    /// Whether the session is stateless (2026-07-28): each request carries its
+    /// client's context (a [`RequestCtx`]), answers say how long they keep (`ttlMs`),
+    /// and the server asks for input by `input_required` with its own `requestState`.
+    /// What the hub asks instead of naming the era.
+    pub fn is_stateless(&self) -> bool {
+        self.era == Era::Modern
+    }
+
     /// Reads the upstream's answer to the proxy's `initialize`.
     ///
     /// # Errors

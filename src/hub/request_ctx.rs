@@ -1,8 +1,9 @@
-//! What the hub tells a 2026-07-28 upstream about the client a request is for
+//! What the hub tells a stateless upstream about the client a request is for
 //! (docs/architecture.md, "Upstreams of both eras"): that client's capabilities
-//! within what mcpmux routes, its log level, whether its era needs `input_required`
-//! bridged, and the `Mcp-Param-*` headers of a `tools/call`. The only place the hub
-//! looks at an upstream's era; everything else about the era lives in its actor.
+//! within what mcpmux routes, its log level, whether the client needs
+//! `input_required` bridged (it has a live channel instead), and the `Mcp-Param-*`
+//! headers of a `tools/call`. Whether an upstream wants this is the upstream's own
+//! answer (`InitInfo::is_stateless`); everything else about its era lives in its actor.
 //! Never changes a message.
 
 use serde_json::{Map, Value};
@@ -13,11 +14,11 @@ use crate::protocol::{methods, Message};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ProxyId, UpstreamId};
 use crate::state::pending::Origin;
-use crate::upstream::{Era, RequestCtx};
+use crate::upstream::RequestCtx;
 
 impl Hub {
-    /// The envelope facts for request `pid` to `upstream`; `None` for a legacy
-    /// upstream (its actor needs none).
+    /// The envelope facts for request `pid` to `upstream`; `None` for an upstream
+    /// with sessions (its actor needs none).
     pub(super) fn request_ctx(
         &self,
         upstream: UpstreamId,
@@ -28,7 +29,7 @@ impl Hub {
         let UpstreamStatus::Ready(info) = &slot.status else {
             return None;
         };
-        if info.era != Era::Modern {
+        if !info.is_stateless() {
             return None;
         }
         let client = match self.pending.get(pid).map(|e| &e.origin) {
@@ -65,7 +66,7 @@ impl Hub {
         })
     }
 
-    /// `Mcp-Param-*` headers for a legacy client's `tools/call`, from the tool's
+    /// `Mcp-Param-*` headers for a session client's `tools/call`, from the tool's
     /// `x-mcp-header` annotations (the upstream's own tool name is in `msg`).
     fn computed_param_headers(&self, upstream: UpstreamId, msg: &Message) -> Vec<(String, String)> {
         let params: Value = msg

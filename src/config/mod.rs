@@ -40,6 +40,7 @@
 //!   `cwd`, `url` and `headers` values, and nowhere else. `$${` is a literal `${`.
 
 mod expand;
+mod problem;
 mod profile;
 mod server;
 mod telemetry;
@@ -54,10 +55,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use expand::{expand as expand_env, ExpandError};
+use problem::{line_of_offset, Problem};
 pub use profile::ProfileConfig;
 pub use server::*;
 pub use telemetry::TelemetryConfig;
-use validate::{line_of_offset, Problem};
 
 /// The file read when neither `--config` nor `$MCPMUX_CONFIG` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "mcpmux.toml";

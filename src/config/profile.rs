@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{invalid, KeyPath, Problem};
+use super::problem::{invalid, KeyPath, Problem};
 use super::{Config, ConfigError, ServerConfig};
 use crate::state::views::{check_glob, NameFilter, ServerView};
 

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::validate::{invalid, KeyPath, Problem};
+use super::problem::{invalid, KeyPath, Problem};
 
 /// `[telemetry]`.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize, Serialize)]

@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::effects::notification_out;
-use super::stateless::raw_json;
 use super::{Hub, UpstreamStatus};
 use crate::downstream::outbox::{OutKind, Outbound};
 use crate::protocol::stateless::meta;
@@ -219,4 +218,9 @@ impl Hub {
             self.reply(client, &id, result);
         }
     }
+}
+
+/// A raw id as a JSON value (it is a string or a number).
+fn raw_json(id: &RawId) -> Value {
+    serde_json::from_str(id.as_json()).unwrap_or(Value::Null)
 }

@@ -21,7 +21,7 @@ use crate::state::capabilities;
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ViewId};
 
-pub(super) use super::listens::Listen;
+use super::listens::Listen;
 
 /// What the hub keeps for a modern client.
 #[derive(Debug, Default)]
@@ -191,9 +191,4 @@ fn hints(ttl_ms: u64, scope: CacheScope) -> CacheHints {
         ttl_ms,
         private: scope == CacheScope::Private,
     }
-}
-
-/// A raw id as a JSON value (it is a string or a number).
-pub(super) fn raw_json(id: &RawId) -> Value {
-    serde_json::from_str(id.as_json()).unwrap_or(Value::Null)
 }

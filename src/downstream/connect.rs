@@ -95,7 +95,7 @@ where
             }
             continue;
         }
-        let post = Post {
+        let post = BridgePost {
             http: http.clone(),
             url: url.to_owned(),
             session: session.clone(),
@@ -141,14 +141,14 @@ where
     writer.await.unwrap_or(Ok(()))
 }
 
-struct Post {
+struct BridgePost {
     http: reqwest::Client,
     url: String,
     session: Arc<Mutex<Session>>,
     out: mpsc::Sender<Bytes>,
 }
 
-impl Post {
+impl BridgePost {
     async fn send(self, msg: Message) {
         let request_id = (msg.kind() == Kind::Request)
             .then(|| msg.id().cloned())

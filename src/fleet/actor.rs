@@ -71,7 +71,7 @@ struct Conn {
     instances: kv::Store,
 }
 
-struct Actor {
+struct FleetActor {
     cfg: FleetConfig,
     instance: String,
     events: mpsc::Sender<FleetEvent>,
@@ -105,7 +105,7 @@ pub fn spawn(
         json!({"instance": instance, "startedUnixMs": started, "version": env!("CARGO_PKG_VERSION")})
             .to_string(),
     );
-    let actor = Actor {
+    let actor = FleetActor {
         instance,
         presence,
         cfg,
@@ -120,7 +120,7 @@ pub fn spawn(
     tokio::spawn(actor.run(rx, nats_rx, shutdown));
 }
 
-impl Actor {
+impl FleetActor {
     async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<FleetCmd>,

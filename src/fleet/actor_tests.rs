@@ -19,11 +19,11 @@ use super::*;
 use crate::state::ids::UpstreamId;
 
 /// An actor with no NATS connection, and the receiving end of its events.
-fn actor() -> (Actor, mpsc::Receiver<FleetEvent>) {
+fn actor() -> (FleetActor, mpsc::Receiver<FleetEvent>) {
     let (events, rx) = mpsc::channel(64);
     let (hub_tx, _hub_rx) = mpsc::channel(1);
     let (inbound, _nats_rx) = mpsc::channel(1);
-    let actor = Actor {
+    let actor = FleetActor {
         cfg: FleetConfig {
             nats: "nats://127.0.0.1:1".into(),
             name: "unit".into(),

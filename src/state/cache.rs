@@ -66,7 +66,7 @@ pub struct CacheCounters {
 }
 
 #[derive(Debug)]
-struct Entry {
+struct CacheEntry {
     result: CachedResult,
     size: usize,
     /// When it was stored and the `ttlMs` the upstream gave it, if any.
@@ -90,7 +90,7 @@ pub enum Keep {
 
 #[derive(Debug)]
 pub struct ReadCache {
-    lru: Option<LruCache<SubKey, Entry>>,
+    lru: Option<LruCache<SubKey, CacheEntry>>,
     max_bytes: usize,
     bytes: usize,
     generations: HashMap<SubKey, u64>,
@@ -263,7 +263,7 @@ impl ReadCache {
         if size > self.max_bytes {
             return;
         }
-        let entry = Entry {
+        let entry = CacheEntry {
             result,
             size,
             stored,
@@ -283,7 +283,7 @@ impl ReadCache {
                 None => break,
             }
         }
-        // Entry-count evictions by `put` are not reported back by `lru`; recount.
+        // CacheEntry-count evictions by `put` are not reported back by `lru`; recount.
         self.bytes = lru.iter().map(|(_, e)| e.size).sum();
         self.counters.stored += 1;
     }

@@ -13,23 +13,23 @@ use opentelemetry_http::{HttpClient, HttpError, Request, Response};
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Clone)]
-pub(super) struct Client {
+pub(super) struct ExportClient {
     http: reqwest::Client,
     runtime: tokio::runtime::Handle,
 }
 
-impl Client {
-    pub(super) fn new(runtime: tokio::runtime::Handle) -> anyhow::Result<Client> {
+impl ExportClient {
+    pub(super) fn new(runtime: tokio::runtime::Handle) -> anyhow::Result<ExportClient> {
         let http = reqwest::Client::builder()
             .timeout(TIMEOUT)
             .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        Ok(Client { http, runtime })
+        Ok(ExportClient { http, runtime })
     }
 }
 
 #[async_trait::async_trait]
-impl HttpClient for Client {
+impl HttpClient for ExportClient {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
         let http = self.http.clone();
         let task = self.runtime.spawn(async move {

@@ -81,7 +81,7 @@ impl Telemetry {
         let Some(base) = endpoint(config) else {
             return Ok(None);
         };
-        let client = export::Client::new(runtime)?;
+        let client = export::ExportClient::new(runtime)?;
         let traces_url = std::env::var("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
             .unwrap_or_else(|_| format!("{base}/v1/traces"));
         let metrics_url = std::env::var("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")

@@ -116,7 +116,7 @@ pub(crate) enum SessionCmd {
     },
 }
 
-struct Post {
+struct SessionPost {
     sink: PostSink,
     /// Responses still expected.
     remaining: usize,
@@ -156,7 +156,7 @@ impl PostReplay {
     }
 }
 
-struct GetStream {
+struct SessionGetStream {
     tx: lane::Sender<Bytes>,
     /// Id of the last event handed to this stream.
     cursor: u64,
@@ -200,7 +200,7 @@ pub(crate) fn start(
             version: None,
         },
     );
-    let actor = Actor {
+    let actor = SessionActor {
         replay: ReplayBuffer::new(s.replay_events),
         delivered: 0,
         posts: HashMap::new(),
@@ -221,24 +221,24 @@ pub(crate) fn start(
     (fut, cmd_tx)
 }
 
-struct Actor {
+struct SessionActor {
     replay: ReplayBuffer<Outbound>,
     /// Highest event id handed to any GET stream (events above it were never sent).
     delivered: u64,
-    posts: HashMap<u64, Post>,
+    posts: HashMap<u64, SessionPost>,
     /// Detached POST streams that got their response, kept for a resuming GET.
-    finished: VecDeque<(u64, Post)>,
+    finished: VecDeque<(u64, SessionPost)>,
     /// Pending request id → key in `posts`.
     by_id: HashMap<RawId, u64>,
     next_post: u64,
-    get: Option<GetStream>,
+    get: Option<SessionGetStream>,
     /// Drained from the outbox, not yet routed (only non-empty while a stream is full).
     backlog: VecDeque<Outbound>,
     last_activity: Instant,
     client: ClientId,
 }
 
-impl Actor {
+impl SessionActor {
     #[allow(clippy::too_many_arguments)]
     async fn run(
         mut self,
@@ -374,7 +374,7 @@ impl Actor {
                     _ => self.delivered,
                 };
                 // Replacing the sender closes the previous GET stream.
-                self.get = Some(GetStream { tx, cursor });
+                self.get = Some(SessionGetStream { tx, cursor });
                 let _ = ack.send(true);
             }
             // The run loop handles `End` itself before calling here.
@@ -409,7 +409,7 @@ impl Actor {
         }
         self.posts.insert(
             key,
-            Post {
+            SessionPost {
                 sink,
                 remaining: ids.len(),
                 replay,

@@ -8,7 +8,7 @@
 
 use super::*;
 
-impl Actor {
+impl FleetActor {
     /// Owns `kid` if its lease is free, else follows its owner; with no NATS, direct.
     /// `rejoin`: the hub already holds the upstream subscription directly.
     pub(super) async fn join(&mut self, kid: &str, rejoin: bool) {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::json;
 
-use super::{keys, Actor, Role};
+use super::{keys, FleetActor, Role};
 use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::Outbox;
 use crate::fleet::FleetEvent;
@@ -32,7 +32,7 @@ pub(super) struct Reader {
     waiting: HashMap<u64, async_nats::Subject>,
 }
 
-impl Actor {
+impl FleetActor {
     /// A follower asks this instance (the owner) for a read: read through the hub.
     pub(super) async fn serve_read(&mut self, m: async_nats::Message) {
         let Some(reply) = m.reply.clone() else {

@@ -14,7 +14,7 @@ use async_nats::jetstream::kv;
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::{keys, Actor};
+use super::{keys, FleetActor};
 use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::Outbox;
 use crate::fleet::FleetEvent;
@@ -48,7 +48,7 @@ pub(super) async fn state_key(
     stored.as_ref().try_into().ok()
 }
 
-impl Actor {
+impl FleetActor {
     /// Sends a retry to the instance that holds its request; the answer (or why there
     /// is none) reaches the hub as `FleetEvent::RetryDone`.
     pub(super) fn forward_retry(

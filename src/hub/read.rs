@@ -98,22 +98,21 @@ impl Hub {
             Ok(r) => ("result", r),
             Err(e) => ("error", e),
         };
-        // A 2026-07-28 upstream's "not found" (-32602 naming the URI in `data.uri`)
-        // is -32002 in the handshake era.
-        let legacy_body = outcome.err().and_then(legacy_not_found);
+        // A "not found" is -32002 inside mcpmux, whichever way the upstream said it
+        // (a stateless upstream answers -32602 naming the URI in `data.uri`); the edge
+        // of a stateless client gives it back that shape (`protocol::shape`).
+        let not_found = outcome.err().and_then(not_found_body);
+        let body = not_found.as_deref().unwrap_or(body);
         for (client, id) in waiters {
-            let body = match &legacy_body {
-                Some(b) if !self.is_stateless(client) => b.as_str(),
-                _ => body,
-            };
             let bytes = response_bytes(&id, member, body);
             self.push_response_bytes(client, id, bytes);
         }
     }
 }
 
-/// A read error in the handshake era's shape, when it is a 2026-07-28 "not found".
-fn legacy_not_found(error: &str) -> Option<String> {
+/// A read error as mcpmux keeps a "not found" (-32002, the URI in `data.uri`), when
+/// the upstream said it as -32602 naming the URI.
+fn not_found_body(error: &str) -> Option<String> {
     let mut v: serde_json::Value = serde_json::from_str(error).ok()?;
     if v["code"] != code::INVALID_PARAMS || !v["data"]["uri"].is_string() {
         return None;
@@ -177,18 +176,18 @@ fn response_bytes(id: &RawId, member: &str, body: &str) -> Bytes {
 #[cfg(test)]
 mod tests {
     #[test]
-    fn a_modern_not_found_is_32002_for_legacy_clients() {
+    fn a_not_found_naming_the_uri_is_32002() {
         let e = r#"{"code":-32602,"message":"Resource not found","data":{"uri":"x://1"}}"#;
         let l: serde_json::Value =
-            serde_json::from_str(&super::legacy_not_found(e).unwrap()).unwrap();
+            serde_json::from_str(&super::not_found_body(e).unwrap()).unwrap();
         assert_eq!(l["code"], -32002);
         assert_eq!(l["data"]["uri"], "x://1");
         // Other invalid params stay as they are.
         assert!(
-            super::legacy_not_found(r#"{"code":-32602,"message":"uri is required"}"#).is_none()
+            super::not_found_body(r#"{"code":-32602,"message":"uri is required"}"#).is_none()
         );
         assert!(
-            super::legacy_not_found(r#"{"code":-32603,"message":"x","data":{"uri":"x://1"}}"#)
+            super::not_found_body(r#"{"code":-32603,"message":"x","data":{"uri":"x://1"}}"#)
                 .is_none()
         );
     }

@@ -93,8 +93,7 @@ impl Hub {
                 client,
                 &id,
                 code::METHOD_NOT_FOUND,
-                "server/discover is not supported: mcpmux speaks protocol versions 2024-11-05 \
-                 to 2025-11-25; send initialize",
+                &crate::protocol::session_discover_refusal(),
             ),
             _ if !initialized => self.reply_error(
                 client,

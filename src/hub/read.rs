@@ -183,9 +183,7 @@ mod tests {
         assert_eq!(l["code"], -32002);
         assert_eq!(l["data"]["uri"], "x://1");
         // Other invalid params stay as they are.
-        assert!(
-            super::not_found_body(r#"{"code":-32602,"message":"uri is required"}"#).is_none()
-        );
+        assert!(super::not_found_body(r#"{"code":-32602,"message":"uri is required"}"#).is_none());
         assert!(
             super::not_found_body(r#"{"code":-32603,"message":"x","data":{"uri":"x://1"}}"#)
                 .is_none()

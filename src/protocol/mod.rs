@@ -22,6 +22,17 @@ pub const LATEST_VERSION: &str = SUPPORTED_VERSIONS[0];
 /// The only version that allows JSON-RPC batches.
 pub const BATCH_VERSION: &str = "2025-03-26";
 
+/// Why a session (a client that did not name a 2026-07-28 version in `_meta`) gets no
+/// answer to `server/discover`: the versions it can speak, and what to send instead.
+pub fn session_discover_refusal() -> String {
+    let newest = SUPPORTED_VERSIONS[0];
+    let oldest = SUPPORTED_VERSIONS[SUPPORTED_VERSIONS.len() - 1];
+    format!(
+        "server/discover is not supported: mcpmux speaks protocol versions {oldest} to \
+         {newest}; send initialize"
+    )
+}
+
 /// Picks the version to answer a client's `initialize` with: its own when supported,
 /// otherwise our latest (the spec says the server replies with one it supports).
 pub fn negotiate_version(requested: &str) -> &'static str {
@@ -30,4 +41,16 @@ pub fn negotiate_version(requested: &str) -> &'static str {
         .find(|v| **v == requested)
         .copied()
         .unwrap_or(LATEST_VERSION)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_sessions_discover_is_refused_naming_the_versions_it_speaks() {
+        assert_eq!(
+            super::session_discover_refusal(),
+            "server/discover is not supported: mcpmux speaks protocol versions 2024-11-05 to \
+             2025-11-25; send initialize"
+        );
+    }
 }

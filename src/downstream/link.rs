@@ -148,8 +148,39 @@ impl ClientLink {
         view: ViewId,
         session: Option<Arc<str>>,
     ) -> Result<ClientId, AdmitError> {
+        self.admit(outbox, kind, view, session, None).await
+    }
+
+    /// Admits a client of `kind` that sees `view` and hands it its first message in
+    /// the same breath: the message is queued right behind the admission (the hub takes
+    /// events in order, and drops a message for a client it refused), so the caller
+    /// waits for the hub once, not twice. If the caller goes away while waiting, the
+    /// client is closed again.
+    pub async fn open_with(
+        &self,
+        outbox: Arc<Outbox>,
+        kind: ClientKind,
+        view: ViewId,
+        first: Message,
+    ) -> Result<ClientId, AdmitError> {
+        self.admit(outbox, kind, view, None, Some(first)).await
+    }
+
+    async fn admit(
+        &self,
+        outbox: Arc<Outbox>,
+        kind: ClientKind,
+        view: ViewId,
+        session: Option<Arc<str>>,
+        first: Option<Message>,
+    ) -> Result<ClientId, AdmitError> {
         let client = ClientId(self.next_client.fetch_add(1, Ordering::Relaxed));
         let (reply, rx) = oneshot::channel();
+        let mut unadmitted = CloseUnlessDone {
+            link: self,
+            client,
+            done: false,
+        };
         self.tx
             .send(ClientEvent::Opened {
                 client,
@@ -161,7 +192,15 @@ impl ClientLink {
             })
             .await
             .map_err(|_| AdmitError::ShuttingDown)?;
-        rx.await.map_err(|_| AdmitError::ShuttingDown)??;
+        if let Some(msg) = first {
+            self.tx
+                .send(ClientEvent::Message { client, msg })
+                .await
+                .map_err(|_| AdmitError::ShuttingDown)?;
+        }
+        let admitted = rx.await.map_err(|_| AdmitError::ShuttingDown);
+        unadmitted.done = true;
+        admitted??;
         Ok(client)
     }
 
@@ -189,6 +228,23 @@ impl ClientLink {
             tokio::spawn(async move {
                 let _ = tx.send(ClientEvent::Closed { client, reason }).await;
             });
+        }
+    }
+}
+
+/// Closes a client whose admission was asked for when the asking future is dropped
+/// before it learned the answer (an HTTP client that went away meanwhile).
+struct CloseUnlessDone<'a> {
+    link: &'a ClientLink,
+    client: ClientId,
+    done: bool,
+}
+
+impl Drop for CloseUnlessDone<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.link
+                .client_closed_now(self.client, "left before it was admitted");
         }
     }
 }

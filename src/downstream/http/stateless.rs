@@ -89,7 +89,14 @@ pub(super) async fn handle(
         shared_outbox: false,
         param_headers: Some(param_headers(headers)),
     };
-    let client = match app.hub.open_in(outbox.clone(), kind, view).await {
+    let listen = method == methods::SUBSCRIPTIONS_LISTEN;
+    let sse = accepts.sse
+        && (listen
+            || progress_token(msg.params()).is_some()
+            || meta.log_level.is_some()
+            || !accepts.json);
+    // Admission and the request go to the hub together: one wait, not two.
+    let client = match app.hub.open_with(outbox.clone(), kind, view, msg).await {
         Ok(c) => c,
         Err(e) => {
             return super::error(
@@ -99,23 +106,10 @@ pub(super) async fn handle(
             )
         }
     };
-    let listen = method == methods::SUBSCRIPTIONS_LISTEN;
-    let sse = accepts.sse
-        && (listen
-            || progress_token(msg.params()).is_some()
-            || meta.log_level.is_some()
-            || !accepts.json);
     let mut guard = CloseOnDrop {
         link: Some(app.hub.clone()),
         client,
     };
-    if app.hub.client_message(client, msg).await.is_err() {
-        return super::error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            TRANSPORT_ERROR,
-            "mcpmux is shutting down",
-        );
-    }
     if sse {
         let (tx, rx) = lane::channel(session::STREAM_QUEUE);
         let link = guard.link.take().expect("set above");

@@ -16,7 +16,7 @@
 //! hub and one writer), each for a few pointer moves, never across an `.await`.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytes::Bytes;
 use tokio::sync::Notify;
@@ -80,6 +80,10 @@ pub struct Parts {
     /// For a response to a stateless request: how long its result may be reused, for
     /// the edge that gives it the era's shape (`crate::protocol::shape`).
     pub hints: Option<CacheHints>,
+    /// The bytes tagged with the `subscriptionId` of the listen `related` names, made
+    /// by the first of its streams to write them and shared by the others (most
+    /// listens of a URI have the same id: the SDKs number them per connection).
+    listen_tagged: OnceLock<Bytes>,
 }
 
 impl Outbound {
@@ -89,6 +93,7 @@ impl Outbound {
             kind,
             related,
             hints: None,
+            listen_tagged: OnceLock::new(),
         }))
     }
 
@@ -99,7 +104,22 @@ impl Outbound {
             kind: OutKind::Response,
             related: Some(id),
             hints,
+            listen_tagged: OnceLock::new(),
         }))
+    }
+
+    /// The bytes as a listen stream writes them: tagged with the `subscriptionId` of
+    /// the listen this message is related to (`crate::protocol::shape::listen_update`),
+    /// tagged once however many streams of that listen id write it. The plain bytes
+    /// when it is related to nothing.
+    pub fn listen_bytes(&self) -> Bytes {
+        let Some(id) = self.0.related.as_ref() else {
+            return self.0.bytes.clone();
+        };
+        self.0
+            .listen_tagged
+            .get_or_init(|| crate::protocol::shape::listen_update(&self.0.bytes, id))
+            .clone()
     }
 
     /// The bytes, without a new reference when this was the last copy.
@@ -474,5 +494,26 @@ mod tests {
         ob.close(CloseReason::Closed);
         let mut out = vec![];
         assert_eq!(ob.drain(&mut out), Err(CloseReason::Closed));
+    }
+
+    #[test]
+    fn a_listen_update_is_tagged_once_for_every_stream_of_its_listen_id() {
+        let plain = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x://1"}}"#,
+        );
+        let id = RawId::parse("\"listen:0\"").unwrap();
+        let o = Outbound::new(plain.clone(), OutKind::Notification, Some(id));
+        let (a, b) = (o.clone().listen_bytes(), o.listen_bytes());
+        // The same allocation: the second stream reuses the first one's tagging.
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+        assert_eq!(
+            v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "listen:0"
+        );
+        assert_eq!(v["params"]["uri"], "x://1");
+        // Related to no listen: the plain bytes.
+        let p = Outbound::new(plain.clone(), OutKind::Notification, None);
+        assert_eq!(p.listen_bytes(), plain);
     }
 }

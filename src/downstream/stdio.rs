@@ -243,7 +243,7 @@ fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> bytes::Byte
                 !requests.is_empty() && requests.get(id).is_some_and(|r| r.listen)
             };
             if listen {
-                return shape::listen_update(&o.bytes, id);
+                return o.listen_bytes();
             }
         }
         _ => {}

@@ -218,7 +218,7 @@ impl Request {
             OutKind::Notification | OutKind::Coalescible(_)
                 if self.listen && o.related.as_ref() == Some(&self.id) =>
             {
-                shape::listen_update(&o.bytes, &self.id)
+                o.listen_bytes()
             }
             _ => o.bytes.clone(),
         }

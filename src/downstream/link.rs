@@ -248,3 +248,65 @@ impl Drop for CloseUnlessDone<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::RawId;
+
+    fn ping() -> Message {
+        Message::request(&RawId::from_u64(1), "ping", None)
+    }
+
+    #[tokio::test]
+    async fn the_first_message_follows_the_admission_before_it_is_answered() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let link = ClientLink::new(tx);
+        let open = tokio::spawn({
+            let link = link.clone();
+            async move {
+                link.open_with(Outbox::new(4), ClientKind::Session, ViewId::DEFAULT, ping())
+                    .await
+            }
+        });
+        let Some(ClientEvent::Opened { client, reply, .. }) = rx.recv().await else {
+            panic!("an admission first");
+        };
+        // The message is already queued, before the admission is answered.
+        let Some(ClientEvent::Message { client: to, .. }) = rx.recv().await else {
+            panic!("then the message");
+        };
+        assert_eq!(to, client);
+        reply.send(Ok(())).unwrap();
+        assert_eq!(open.await.unwrap().unwrap(), client);
+        // Admitted: nothing closes it behind the caller's back.
+        drop(link);
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_caller_gone_before_its_admission_was_answered_closes_the_client() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let link = ClientLink::new(tx);
+        let open = tokio::spawn({
+            let link = link.clone();
+            async move {
+                link.open_with(Outbox::new(4), ClientKind::Session, ViewId::DEFAULT, ping())
+                    .await
+            }
+        });
+        let Some(ClientEvent::Opened { client, reply, .. }) = rx.recv().await else {
+            panic!("an admission first");
+        };
+        assert!(matches!(rx.recv().await, Some(ClientEvent::Message { .. })));
+        open.abort();
+        assert!(open.await.unwrap_err().is_cancelled());
+        // The hub admits it after all: the close that follows releases it. (With every
+        // link gone, a missing close ends the channel instead of hanging.)
+        drop((reply, link));
+        match rx.recv().await {
+            Some(ClientEvent::Closed { client: c, .. }) => assert_eq!(c, client),
+            other => panic!("expected the client closed, got {other:?}"),
+        }
+    }
+}

@@ -75,12 +75,11 @@ impl Hub {
         let _ = done.send(cut.len());
     }
 
-    pub(super) fn on_request_deadline(&mut self, pid: ProxyId) {
-        let limit_reached = self
-            .request_timers
-            .remove(&pid)
-            .is_some_and(|t| Instant::now() >= t.limit);
-        self.request_timed_out(pid, limit_reached);
+    pub(super) fn on_request_deadline(
+        &mut self,
+        (pid, timer): (ProxyId, Option<super::deadlines::RequestTimer>),
+    ) {
+        self.request_timed_out(pid, timer);
     }
 
     pub(super) fn on_timer(&mut self, t: Timer) {

@@ -8,6 +8,10 @@
 //! requests therefore touch the runtime's timer once per timeout period rather than
 //! twice per request, and never wake the hub for their own bookkeeping.
 //!
+//! [`RequestTimers`] is the hub's part built on it: each pending request's deadline,
+//! total limit, send time and method (for the latency counters), armed when a request
+//! is sent, pushed back by progress, dropped when answered.
+//!
 //! Never decides what a due request means (the hub fails and cancels it) and never
 //! reads the clock except when its timer fired.
 
@@ -18,7 +22,7 @@ use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
 
-use crate::state::ids::ProxyId;
+use crate::state::ids::{IdMap, ProxyId};
 
 #[derive(Debug)]
 pub(super) struct Deadlines {
@@ -96,6 +100,91 @@ impl Deadlines {
                 }
             }
         }
+    }
+}
+
+/// A request's deadline timer and the latest it may be pushed back to.
+#[derive(Debug)]
+pub(super) struct RequestTimer {
+    deadline: Instant,
+    limit: Instant,
+    /// When it was sent and its method (for the latency and error counters).
+    pub(super) sent: Instant,
+    pub(super) method: &'static str,
+}
+
+impl RequestTimer {
+    /// Whether the request ran into its total limit by `now` (not only its timeout).
+    pub(super) fn limit_reached(&self, now: Instant) -> bool {
+        now >= self.limit
+    }
+}
+
+/// The deadlines of the requests in flight upstream, by proxy id.
+#[derive(Debug)]
+pub(super) struct RequestTimers {
+    timers: IdMap<ProxyId, RequestTimer>,
+    queue: Deadlines,
+}
+
+impl RequestTimers {
+    pub(super) fn new() -> Self {
+        RequestTimers {
+            timers: IdMap::default(),
+            queue: Deadlines::new(),
+        }
+    }
+
+    /// Request `pid` (of `method`) was sent at `now`: due after `timeout`, and never
+    /// later than `max_total` after `now`.
+    pub(super) fn arm(
+        &mut self,
+        pid: ProxyId,
+        method: &'static str,
+        now: Instant,
+        timeout: std::time::Duration,
+        max_total: std::time::Duration,
+    ) {
+        let deadline = now + timeout;
+        self.queue.insert(pid, deadline);
+        let timer = RequestTimer {
+            deadline,
+            limit: now + max_total,
+            sent: now,
+            method,
+        };
+        self.timers.insert(pid, timer);
+    }
+
+    /// Request `pid` is done (answered, failed or cancelled): its timer goes.
+    pub(super) fn disarm(&mut self, pid: ProxyId) -> Option<RequestTimer> {
+        let t = self.timers.remove(&pid)?;
+        self.queue.remove(pid, t.deadline);
+        Some(t)
+    }
+
+    /// Progress on `pid` at `now`: its timeout starts again, never past its limit.
+    pub(super) fn extend(&mut self, pid: ProxyId, now: Instant, timeout: std::time::Duration) {
+        if let Some(t) = self.timers.get_mut(&pid) {
+            let at = (now + timeout).min(t.limit);
+            self.queue.reset(pid, t.deadline, at);
+            t.deadline = at;
+        }
+    }
+
+    pub(super) fn get(&self, pid: ProxyId) -> Option<&RequestTimer> {
+        self.timers.get(&pid)
+    }
+
+    /// Whether a deadline can come due ([`Self::next_due`] only completes then).
+    pub(super) fn armed(&self) -> bool {
+        self.queue.armed()
+    }
+
+    /// The next request whose deadline passed, with its timer (taken out).
+    pub(super) async fn next_due(&mut self) -> (ProxyId, Option<RequestTimer>) {
+        let pid = self.queue.next_due().await;
+        (pid, self.timers.remove(&pid))
     }
 }
 

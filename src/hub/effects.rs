@@ -6,7 +6,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Hub, RequestTimer, SubError, Timer, Waiter};
+use super::deadlines::RequestTimer;
+use super::{Hub, SubError, Timer, Waiter};
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox, Pushed};
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
@@ -48,18 +49,12 @@ impl Hub {
         if sent {
             let method = super::metrics::method_label(msg.method().unwrap_or_default());
             self.count_request(upstream, method);
-            let now = Instant::now();
-            let deadline = now + self.settings.request_timeout;
-            self.deadlines.insert(pid, deadline);
-            let limit = now + self.settings.request_max_total;
-            self.request_timers.insert(
+            self.request_timers.arm(
                 pid,
-                RequestTimer {
-                    deadline,
-                    limit,
-                    sent: now,
-                    method,
-                },
+                method,
+                Instant::now(),
+                self.settings.request_timeout,
+                self.settings.request_max_total,
             );
         } else {
             let why = format!(
@@ -125,19 +120,14 @@ impl Hub {
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         self.trace_upstream_done(pid, None);
-        if let Some(t) = self.request_timers.remove(&pid) {
-            self.deadlines.remove(pid, t.deadline);
-        }
+        self.request_timers.disarm(pid);
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the
     /// request's total limit (`limits.request_max_total_ms`).
     pub(super) fn extend_request_timer(&mut self, pid: ProxyId) {
-        if let Some(t) = self.request_timers.get_mut(&pid) {
-            let at = (Instant::now() + self.settings.request_timeout).min(t.limit);
-            self.deadlines.reset(pid, t.deadline, at);
-            t.deadline = at;
-        }
+        self.request_timers
+            .extend(pid, Instant::now(), self.settings.request_timeout);
     }
 
     /// Completes a pending request with an error of the proxy's own.
@@ -170,7 +160,11 @@ impl Hub {
         }
     }
 
-    pub(super) fn request_timed_out(&mut self, pid: ProxyId, limit_reached: bool) {
+    /// Request `pid` ran out of time (`timer`: its deadline timer, already taken out).
+    pub(super) fn request_timed_out(&mut self, pid: ProxyId, timer: Option<RequestTimer>) {
+        let limit_reached = timer
+            .as_ref()
+            .is_some_and(|t| t.limit_reached(Instant::now()));
         let Some(entry) = self.pending.get(pid) else {
             return;
         };
@@ -183,9 +177,8 @@ impl Hub {
             let ms = self.settings.request_timeout.as_millis();
             format!("upstream {name} did not answer within {ms} ms (limits.request_timeout_ms)")
         };
-        if let Some(t) = self.request_timers.get(&pid) {
-            let (method, took) = (t.method, t.sent.elapsed());
-            self.count_answer(upstream, method, took, true);
+        if let Some(t) = timer {
+            self.count_answer(upstream, t.method, t.sent.elapsed(), true);
         }
         self.fail_request(pid, code::REQUEST_TIMEOUT, &why);
         self.send_cancelled(upstream, pid, "timed out in mcpmux");

@@ -216,16 +216,6 @@ struct ClientInit {
     version: Option<String>,
 }
 
-/// A request's deadline timer and the latest it may be pushed back to.
-#[derive(Debug)]
-struct RequestTimer {
-    deadline: Instant,
-    limit: Instant,
-    /// When it was sent and its method (for the latency and error counters).
-    sent: Instant,
-    method: &'static str,
-}
-
 /// The hub's other timers (rare: one per released subscription, one per refused
 /// re-subscribe, one per shutdown).
 #[derive(Debug)]
@@ -255,8 +245,7 @@ pub struct Hub {
     log_levels: lists::LogLevels,
     /// Request deadlines, by proxy id, so answered requests can drop their timer and
     /// progress can push it back (never past the request's total limit).
-    request_timers: IdMap<ProxyId, RequestTimer>,
-    deadlines: deadlines::Deadlines,
+    request_timers: deadlines::RequestTimers,
     timers: DelayQueue<Timer>,
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
@@ -310,8 +299,7 @@ impl Hub {
             clients: IdMap::default(),
             upstreams,
             pending: PendingTable::default(),
-            request_timers: IdMap::default(),
-            deadlines: deadlines::Deadlines::new(),
+            request_timers: deadlines::RequestTimers::new(),
             timers: DelayQueue::new(),
             deferred_inits: Vec::new(),
             doomed: Vec::new(),
@@ -350,8 +338,8 @@ impl Hub {
                     self.catch_up(&mut inbox);
                     self.on_control(ctl);
                 }
-                pid = self.deadlines.next_due(), if self.deadlines.armed() => {
-                    self.on_request_deadline(pid);
+                due = self.request_timers.next_due(), if self.request_timers.armed() => {
+                    self.on_request_deadline(due);
                 }
                 Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
                     self.on_timer(expired.into_inner());

@@ -573,6 +573,7 @@ async fn timed_out_request_errors_and_cancels_upstream() {
     };
     let mut r = rig_with(s, json!({"tools": {}})).await;
     let mut c = r.client(json!({})).await;
+    let answered = r.hub.snapshot().await.unwrap().upstreams[0].latency.count;
     c.send("tools/call", json!({"name": "hang"})).await;
     let up = r.upstream_msgs().await;
     let v = c.next().await; // auto-advances paused time to the deadline
@@ -584,6 +585,21 @@ async fn timed_out_request_errors_and_cancels_upstream() {
         params["requestId"].to_string(),
         up[0].id().unwrap().as_json()
     );
+    // The timeout counts as an error of the method, and its wait in the latency.
+    let snap = r.hub.snapshot().await.unwrap();
+    let u = &snap.upstreams[0];
+    let calls = u
+        .methods
+        .iter()
+        .find(|(m, _)| *m == "tools/call")
+        .map(|(_, n)| *n);
+    assert_eq!(
+        calls.map(|n| (n.requests, n.errors)),
+        Some((1, 1)),
+        "{:?}",
+        u.methods
+    );
+    assert_eq!(u.latency.count, answered + 1);
     // A late answer is dropped.
     r.answer(&up[0], json!({})).await;
     r.sync().await;

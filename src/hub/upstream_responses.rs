@@ -24,7 +24,7 @@ impl Hub {
             tracing::debug!("late or unknown upstream response dropped");
             return;
         }
-        if let Some(t) = self.request_timers.get(&pid) {
+        if let Some(t) = self.request_timers.get(pid) {
             let (method, took) = (t.method, t.sent.elapsed());
             self.count_answer(upstream, method, took, msg.is_error());
         }

@@ -48,7 +48,7 @@ impl Hub {
         if method == methods::PING && !stateless {
             return self.reply(client, &id, json!({}));
         }
-        if self.shutting_down {
+        if self.drain.started() {
             return self.reply_error(
                 client,
                 &id,

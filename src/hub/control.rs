@@ -6,6 +6,34 @@
 
 use super::*;
 
+/// The shutdown drain: whether it started (new clients and requests are then refused)
+/// and who waits for it to end (told how many requests were cut).
+#[derive(Debug, Default)]
+pub(super) struct Drain {
+    started: bool,
+    done: Option<tokio::sync::oneshot::Sender<usize>>,
+}
+
+impl Drain {
+    fn start(&mut self, done: tokio::sync::oneshot::Sender<usize>) {
+        self.started = true;
+        self.done = Some(done);
+    }
+
+    /// Whether shutdown began.
+    pub(super) fn started(&self) -> bool {
+        self.started
+    }
+
+    fn waiting(&self) -> bool {
+        self.done.is_some()
+    }
+
+    fn finish(&mut self) -> Option<tokio::sync::oneshot::Sender<usize>> {
+        self.done.take()
+    }
+}
+
 impl Hub {
     pub(super) fn on_control(&mut self, ctl: Control) {
         match ctl {
@@ -24,8 +52,7 @@ impl Hub {
                     in_flight = self.pending.serving_clients().len(),
                     "draining requests in flight"
                 );
-                self.shutting_down = true;
-                self.draining = Some(done);
+                self.drain.start(done);
                 self.end_listens();
                 self.timers.insert_at(Timer::Drain, until);
                 for (client, msg) in std::mem::take(&mut self.deferred_inits) {
@@ -44,8 +71,8 @@ impl Hub {
 
     /// Answers the drain once no client request is in flight.
     pub(super) fn check_drained(&mut self) {
-        if self.draining.is_some() && self.pending.serving_clients().is_empty() {
-            if let Some(done) = self.draining.take() {
+        if self.drain.waiting() && self.pending.serving_clients().is_empty() {
+            if let Some(done) = self.drain.finish() {
                 let _ = done.send(0);
             }
         }
@@ -53,7 +80,7 @@ impl Hub {
 
     /// The drain's deadline: what is still in flight fails (and is cancelled upstream).
     pub(super) fn drain_deadline(&mut self) {
-        let Some(done) = self.draining.take() else {
+        let Some(done) = self.drain.finish() else {
             return;
         };
         let cut = self.pending.serving_clients();

@@ -257,10 +257,8 @@ pub struct Hub {
     fleet: fleet::FleetPart,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
-    /// Set while shutting down: answered once no client request is in flight.
-    draining: Option<tokio::sync::oneshot::Sender<usize>>,
-    /// Whether a drain has started (new clients and requests are refused).
-    shutting_down: bool,
+    /// The shutdown drain (new clients and requests are refused once it started).
+    drain: control::Drain,
     /// Clients to disconnect once the current event is handled.
     doomed: Vec<(ClientId, CloseReason)>,
     /// What this turn queued to clients: writers are woken once, at its end
@@ -305,8 +303,7 @@ impl Hub {
             doomed: Vec::new(),
             turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
-            draining: None,
-            shutting_down: false,
+            drain: control::Drain::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
@@ -397,7 +394,7 @@ impl Hub {
                 session,
                 reply,
             } => {
-                let r = if self.shutting_down {
+                let r = if self.drain.started() {
                     Err(AdmitError::ShuttingDown)
                 } else if self.catalog.view(view).is_none() {
                     Err(AdmitError::NoSuchProfile)

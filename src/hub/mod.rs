@@ -21,7 +21,7 @@
 //!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
 //!   the operator's snapshot), `reload.rs` (a new config applied), `views.rs` (profiles:
 //!   which upstreams each client sees, who hears a view changed), `traces.rs` (spans,
-//!   when tracing is on), `handle.rs` (the channels in), `tests.rs`.
+//!   when tracing is on), `handle.rs` (the channels in), `tests/` (the actor tests, by subject).
 
 mod association;
 mod client;

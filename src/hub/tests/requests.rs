@@ -1,0 +1,272 @@
+//! Requests through the hub: proxy ids, local answers, upstream death, deadlines,
+//! cancellation, counters and per-client limits.
+
+use super::*;
+
+#[tokio::test]
+async fn requests_are_forwarded_under_proxy_ids_and_mapped_back() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    // Both clients use the same id and a progress token.
+    let p = json!({"name": "echo", "_meta": {"progressToken": "tok"}});
+    let ida = a.send("tools/call", p.clone()).await;
+    let idb = b.send("tools/call", p).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 2);
+    assert_ne!(up[0].id(), up[1].id(), "upstream ids are unique");
+    let params0: Value = serde_json::from_str(up[0].params().unwrap().get()).unwrap();
+    let token0 = params0["_meta"]["progressToken"].clone();
+    assert_ne!(token0, json!("tok"), "progress tokens are rewritten");
+    // Progress for the first reaches only a, with a's token.
+    r.inject(Message::notification(
+        "notifications/progress",
+        Some(&json!({"progressToken": token0, "progress": 1})),
+    ))
+    .await;
+    r.answer(&up[1], json!({"content": [{"type": "text", "text": "b"}]}))
+        .await;
+    r.answer(&up[0], json!({"content": [{"type": "text", "text": "a"}]}))
+        .await;
+    r.sync().await;
+    let got_a = a.pending();
+    assert_eq!(got_a[0]["params"]["progressToken"], "tok");
+    assert_eq!(got_a[1]["id"].to_string(), ida.as_json());
+    assert_eq!(got_a[1]["result"]["content"][0]["text"], "a");
+    let got_b = b.pending();
+    assert_eq!(got_b.len(), 1);
+    assert_eq!(got_b[0]["id"].to_string(), idb.as_json());
+}
+
+#[tokio::test]
+async fn ping_and_discover_are_answered_locally() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    assert_eq!(c.call("ping", json!({})).await["result"], json!({}));
+    assert_eq!(
+        c.call("server/discover", json!({})).await["error"]["code"],
+        -32601
+    );
+    assert_eq!(
+        c.call(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {}})
+        )
+        .await["error"]["code"],
+        -32600
+    );
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn upstream_death_fails_pending_requests_at_once() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    assert_eq!(r.upstream_msgs().await.len(), 1);
+    r.hub
+        .upstream_event(
+            UpstreamId(0),
+            UpstreamEvent::Down {
+                reason: "exited".into(),
+                retrying: true,
+            },
+        )
+        .await
+        .unwrap();
+    r.sync().await;
+    let got = c.pending();
+    let v = &got[0];
+    assert_eq!(v["error"]["code"], -32000);
+    assert!(v["error"]["message"].as_str().unwrap().contains("exited"));
+    // Its tools and resources leave the merged lists: clients are told to re-list.
+    let methods: Vec<&str> = got[1..]
+        .iter()
+        .filter_map(|m| m["method"].as_str())
+        .collect();
+    assert_eq!(
+        methods,
+        vec![
+            "notifications/tools/list_changed",
+            "notifications/resources/list_changed"
+        ]
+    );
+    // While it is down, new requests fail fast too.
+    assert_eq!(
+        c.call("tools/call", json!({"name": "x"})).await["error"]["code"],
+        -32000
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn timed_out_request_errors_and_cancels_upstream() {
+    let s = HubSettings {
+        request_timeout: Duration::from_millis(500),
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    let answered = r.hub.snapshot().await.unwrap().upstreams[0].latency.count;
+    c.send("tools/call", json!({"name": "hang"})).await;
+    let up = r.upstream_msgs().await;
+    let v = c.next().await; // auto-advances paused time to the deadline
+    assert_eq!(v["error"]["code"], -32001);
+    let up2 = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up2), vec!["notifications/cancelled"]);
+    let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
+    assert_eq!(
+        params["requestId"].to_string(),
+        up[0].id().unwrap().as_json()
+    );
+    // The timeout counts as an error of the method, and its wait in the latency.
+    let snap = r.hub.snapshot().await.unwrap();
+    let u = &snap.upstreams[0];
+    let calls = u
+        .methods
+        .iter()
+        .find(|(m, _)| *m == "tools/call")
+        .map(|(_, n)| *n);
+    assert_eq!(
+        calls.map(|n| (n.requests, n.errors)),
+        Some((1, 1)),
+        "{:?}",
+        u.methods
+    );
+    assert_eq!(u.latency.count, answered + 1);
+    // A late answer is dropped.
+    r.answer(&up[0], json!({})).await;
+    r.sync().await;
+    assert!(c.pending().is_empty());
+}
+
+/// Methods mcpmux does not know are forwarded to a lone upstream, and counted under one
+/// label: client-chosen names cannot grow the hub's counters.
+#[tokio::test]
+async fn unknown_forwarded_methods_are_counted_under_one_label() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    // (The rig allows 10 pending requests per client.)
+    for i in 0..8 {
+        c.send(&format!("x-vendor/method-{i}"), json!({})).await;
+    }
+    c.send("tools/call", json!({"name": "t"})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 9, "{:?}", methods_of(&up));
+    let sent = r.hub.stats().await.unwrap().upstream_sent;
+    let count = |m: &str| sent.iter().find(|(k, _)| k == m).map(|(_, n)| *n);
+    assert_eq!(count("other"), Some(8), "{sent:?}");
+    assert_eq!(count("tools/call"), Some(1), "{sent:?}");
+    assert!(sent.len() <= 17, "{sent:?}");
+}
+
+/// The deadline timer is left set when a request is answered (hub/deadlines.rs): the
+/// next request must still get its whole timeout, not the answered one's.
+#[tokio::test(start_paused = true)]
+async fn a_request_after_an_answered_one_gets_its_own_whole_timeout() {
+    let timeout = Duration::from_millis(500);
+    let s = HubSettings {
+        request_timeout: timeout,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "quick"})).await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({"content": []})).await;
+    assert!(c.next().await.get("result").is_some());
+    tokio::time::advance(Duration::from_millis(300)).await;
+    let sent = tokio::time::Instant::now();
+    c.send("tools/call", json!({"name": "hang"})).await;
+    let _ = r.upstream_msgs().await;
+    let v = c.next().await; // auto-advances paused time
+    assert_eq!(v["error"]["code"], -32001, "{v}");
+    let took = sent.elapsed();
+    assert!(
+        took >= timeout,
+        "timed out after {took:?}, before its {timeout:?}"
+    );
+    assert!(took < timeout * 2, "timed out only after {took:?}");
+    assert_eq!(r.hub.stats().await.unwrap().pending_requests, 0);
+}
+
+#[tokio::test]
+async fn client_cancel_is_forwarded_with_the_upstream_id() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    let id = c.send("tools/call", json!({"name": "slow"})).await;
+    let up = r.upstream_msgs().await;
+    let cancel = Message::notification(
+        "notifications/cancelled",
+        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
+    );
+    c.hub.client_message(c.id, cancel).await.unwrap();
+    let up2 = r.upstream_msgs().await;
+    let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
+    assert_eq!(
+        params["requestId"].to_string(),
+        up[0].id().unwrap().as_json()
+    );
+    assert_eq!(r.hub.stats().await.unwrap().pending_requests, 0);
+}
+
+#[tokio::test]
+async fn clients_beyond_max_clients_are_refused_and_a_freed_slot_is_reused() {
+    let s = HubSettings {
+        max_clients: 2,
+        ..settings()
+    };
+    let r = rig_with(s, json!({})).await;
+    let a = r.client(json!({})).await;
+    let _b = r.client(json!({})).await;
+    let refused = r.hub.open_client(Outbox::new(4)).await;
+    assert_eq!(refused, Err(AdmitError::TooManyClients(2)));
+    r.hub.clients().client_closed(a.id, "test").await;
+    assert!(r.hub.open_client(Outbox::new(4)).await.is_ok());
+}
+
+#[tokio::test]
+async fn per_client_limits_on_pending_requests_and_subscriptions() {
+    let s = HubSettings {
+        max_pending_per_client: 2,
+        max_subscriptions_per_client: 1,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}, "tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    let v = c.call("tools/call", json!({"name": "slow"})).await;
+    assert_eq!(v["error"]["code"], -32005);
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("max_pending_per_client"));
+    let up = r.upstream_msgs().await;
+    assert_eq!(
+        up.len(),
+        2,
+        "the refused request never reached the upstream"
+    );
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let sub = r.upstream_msgs().await;
+    r.answer(&sub[0], json!({})).await;
+    r.sync().await;
+    c.pending();
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://b"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("max_subscriptions_per_client"),
+        "{v}"
+    );
+    // Re-subscribing what it holds is not a new subscription.
+    assert_eq!(
+        c.call("resources/subscribe", json!({"uri": "test://a"}))
+            .await["result"],
+        json!({})
+    );
+}

@@ -1,0 +1,365 @@
+//! Subscriptions through the hub: one upstream subscribe per URI, targeted fan-out,
+//! releases, gating, restarts and re-subscribes, slow holders.
+
+use super::*;
+
+#[tokio::test]
+async fn ten_clients_same_uri_one_upstream_subscribe_and_targeted_fanout() {
+    let mut r = rig().await;
+    let mut clients = vec![];
+    for _ in 0..10 {
+        clients.push(r.client(json!({})).await);
+    }
+    let bystander = r.client(json!({})).await;
+    for c in clients.iter_mut() {
+        c.send("resources/subscribe", json!({"uri": "test://a"}))
+            .await;
+    }
+    let up = r.upstream_msgs().await;
+    assert_eq!(
+        methods_of(&up),
+        vec!["resources/subscribe"],
+        "exactly one upstream subscribe"
+    );
+    for c in &clients {
+        assert!(
+            c.pending().is_empty(),
+            "nobody is answered before the upstream is"
+        );
+    }
+    r.answer(&up[0], json!({})).await;
+    r.sync().await;
+    for c in &clients {
+        let got = c.pending();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0]["result"], json!({}));
+    }
+    // One update, with _meta and an unknown member, reaches the 10 holders only.
+    let update = r#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"test://a","_meta":{"k":[1,2]},"x":true}}"#;
+    r.inject(Message::parse(update.as_bytes()).unwrap()).await;
+    // An update for a URI nobody holds reaches nobody.
+    r.inject(Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({"uri": "test://b"})),
+    ))
+    .await;
+    r.sync().await;
+    for c in &clients {
+        let got = c.pending();
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0], serde_json::from_str::<Value>(update).unwrap());
+    }
+    assert!(
+        bystander.pending().is_empty(),
+        "a client that did not subscribe gets nothing"
+    );
+    // 9 unsubscribe: no upstream traffic; the 10th: exactly one unsubscribe.
+    for c in clients.iter_mut().take(9) {
+        assert_eq!(
+            c.call("resources/unsubscribe", json!({"uri": "test://a"}))
+                .await["result"],
+            json!({})
+        );
+    }
+    assert!(r.upstream_msgs().await.is_empty());
+    clients[9]
+        .call("resources/unsubscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
+    let stats = r.hub.stats().await.unwrap();
+    assert_eq!(
+        (stats.subscription_keys, stats.client_subscriptions),
+        (0, 0)
+    );
+}
+
+#[tokio::test]
+async fn disconnect_releases_the_clients_share() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    a.next().await;
+    assert_eq!(
+        b.call("resources/subscribe", json!({"uri": "test://a"}))
+            .await["result"],
+        json!({})
+    );
+    r.hub.clients().client_closed(a.id, "test").await;
+    assert!(r.upstream_msgs().await.is_empty(), "b still holds it");
+    r.hub.clients().client_closed(b.id, "test").await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/unsubscribe"]);
+    r.answer(&up[0], json!({})).await;
+    let s = r.hub.stats().await.unwrap();
+    assert_eq!(
+        (s.clients, s.subscription_keys, s.pending_requests),
+        (0, 0, 0)
+    );
+}
+
+#[tokio::test]
+async fn client_that_declared_no_subscribe_is_refused_without_upstream_traffic() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({"resources": {"subscribe": false}})).await;
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(v["error"]["code"], -32601);
+    assert!(v["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("client_capability"));
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn required_mode_refuses_clients_that_did_not_declare_true() {
+    let s = HubSettings {
+        client_capability: ClientCapabilityPolicy::Required,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}})).await;
+    let mut silent = r.client(json!({})).await;
+    let v = silent
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"required\""),
+        "{v}"
+    );
+    assert!(r.upstream_msgs().await.is_empty());
+    let mut declared = r.client(json!({"resources": {"subscribe": true}})).await;
+    declared
+        .send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(
+        methods_of(&r.upstream_msgs().await),
+        vec!["resources/subscribe"]
+    );
+}
+
+#[tokio::test]
+async fn upstream_without_subscribe_capability_gets_no_subscribe() {
+    let mut r = rig_with(settings(), json!({"resources": {}})).await;
+    let mut c = r.client(json!({})).await;
+    let v = c
+        .call("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("force_subscribe"),
+        "{v}"
+    );
+    assert!(r.upstream_msgs().await.is_empty());
+}
+
+#[tokio::test]
+async fn upstream_error_on_subscribe_reaches_every_waiter_and_changes_nothing() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/subscribe", json!({"uri": "test://x"}))
+        .await;
+    b.send("resources/subscribe", json!({"uri": "test://x"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 1);
+    let err = Message::error_response(
+        up[0].id(),
+        -32002,
+        "Resource not found",
+        Some(json!({"uri": "test://x"})),
+    );
+    r.inject(err).await;
+    for c in [&a, &b] {
+        let v = c.next().await;
+        assert_eq!(v["error"]["code"], -32002);
+        assert_eq!(v["error"]["data"]["uri"], "test://x");
+    }
+    assert_eq!(r.hub.stats().await.unwrap().subscription_keys, 0);
+}
+
+#[tokio::test]
+async fn upstream_restart_resubscribes_and_tells_holders() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    r.restart_upstream(json!({"resources": {"subscribe": true}}))
+        .await;
+    let up = r.upstream_msgs().await;
+    let subs: Vec<&str> = methods_of(&up)
+        .into_iter()
+        .filter(|m| !m.ends_with("/list"))
+        .collect();
+    assert_eq!(subs, vec!["resources/subscribe"]);
+    let got = c.pending();
+    assert!(
+        got.iter()
+            .any(|m| m["method"] == "notifications/resources/updated"
+                && m["params"]["uri"] == "test://a"),
+        "{got:?}"
+    );
+}
+
+#[tokio::test]
+async fn upstream_restart_tells_holders_the_namespaced_uri() {
+    let caps = json!({"resources": {"subscribe": true}});
+    let mut r = rig_prefixed(settings(), caps.clone(), Some("p")).await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "p+test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    r.restart_upstream(caps).await;
+    let up = r.upstream_msgs().await;
+    let resub: Vec<&Message> = up
+        .iter()
+        .filter(|m| m.method() == Some("resources/subscribe"))
+        .collect();
+    assert_eq!(resub.len(), 1);
+    let params: Value = serde_json::from_str(resub[0].params().unwrap().get()).unwrap();
+    assert_eq!(params["uri"], "test://a", "the upstream gets its own form");
+    let updates: Vec<Value> = c
+        .pending()
+        .into_iter()
+        .filter(|m| m["method"] == "notifications/resources/updated")
+        .collect();
+    assert_eq!(updates.len(), 1, "{updates:?}");
+    assert_eq!(
+        updates[0]["params"]["uri"], "p+test://a",
+        "the holder gets the URI it subscribed to"
+    );
+}
+
+#[tokio::test]
+async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
+    let mut r = rig().await;
+    let mut fast = r.client(json!({})).await;
+    // A slow client with a tiny queue that never drains.
+    let slow_box = Outbox::new(2);
+    let slow_id = r.hub.open_client(slow_box.clone()).await.unwrap();
+    let init = Message::request(
+        &RawId::from_u64(1),
+        "initialize",
+        Some(&json!({"protocolVersion": "2025-06-18", "capabilities": {}})),
+    );
+    r.hub.client_message(slow_id, init).await.unwrap();
+    fast.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    fast.next().await;
+    let sub = Message::request(
+        &RawId::from_u64(2),
+        "resources/subscribe",
+        Some(&json!({"uri": "test://a"})),
+    );
+    r.hub.client_message(slow_id, sub).await.unwrap();
+    for i in 0..100 {
+        r.inject(Message::notification(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "test://a", "_meta": {"n": i}})),
+        ))
+        .await;
+        r.sync().await;
+        let got = fast.pending();
+        assert_eq!(got.len(), 1, "the fast client gets every update");
+        assert_eq!(got[0]["params"]["_meta"]["n"], i);
+    }
+    assert!(
+        slow_box.len() <= 3,
+        "the slow client's queue stays bounded: {}",
+        slow_box.len()
+    );
+    assert_eq!(
+        r.hub.stats().await.unwrap().clients,
+        2,
+        "coalescing, not disconnecting"
+    );
+    // When it finally reads, it learns of the newest change.
+    let mut out = vec![];
+    slow_box.drain(&mut out).unwrap();
+    let last: Value = serde_json::from_slice(&out.last().unwrap().bytes).unwrap();
+    assert_eq!(last["params"]["_meta"]["n"], 99);
+    assert_eq!(
+        out.last().unwrap().kind,
+        OutKind::Coalescible(crate::downstream::outbox::CoalesceKey::Update(SubKey::new(
+            UpstreamId(0),
+            "test://a"
+        )))
+    );
+}
+
+/// A re-subscribe after an upstream restart that the server refuses is asked again
+/// (docs/architecture.md, "Upstream failure"); the holder keeps the URI meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_refused_resubscribe_is_retried() {
+    let caps = json!({"resources": {"subscribe": true}});
+    let mut r = rig_with(settings(), caps.clone()).await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    r.restart_upstream(caps).await;
+    let resubscribe = |up: &[Message]| -> Vec<Message> {
+        up.iter()
+            .filter(|m| m.method() == Some("resources/subscribe"))
+            .cloned()
+            .collect()
+    };
+    let first = resubscribe(&r.upstream_msgs().await);
+    assert_eq!(first.len(), 1);
+    let refusal = Message::error_response(first[0].id(), -32603, "not now", None);
+    r.hub
+        .upstream_event(
+            UpstreamId(0),
+            UpstreamEvent::Message(refusal, Related::Unknown),
+        )
+        .await
+        .unwrap();
+    assert!(
+        resubscribe(&r.upstream_msgs().await).is_empty(),
+        "not at once"
+    );
+    tokio::time::advance(RESUBSCRIBE_RETRY + Duration::from_millis(1)).await;
+    let mut second = vec![];
+    for _ in 0..100 {
+        second = resubscribe(&r.upstream_msgs().await);
+        if !second.is_empty() {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(second.len(), 1, "asked again after RESUBSCRIBE_RETRY");
+    r.answer(&second[0], json!({})).await;
+    r.sync().await;
+    let stats = r.hub.stats().await.unwrap();
+    assert_eq!(stats.subscription_keys, 1);
+    // Confirmed now: the last holder's release unsubscribes upstream.
+    c.send("resources/unsubscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert!(
+        up.iter()
+            .any(|m| m.method() == Some("resources/unsubscribe")),
+        "{:?}",
+        methods_of(&up)
+    );
+}

@@ -40,6 +40,7 @@
 //!   `cwd`, `url` and `headers` values, and nowhere else. `$${` is a literal `${`.
 
 mod expand;
+mod oauth;
 mod profile;
 mod server;
 mod telemetry;
@@ -54,6 +55,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use expand::{expand as expand_env, ExpandError};
+pub use oauth::{AuthConfig, OAuthServerConfig, TokenStoreKind};
 pub use profile::ProfileConfig;
 pub use server::*;
 pub use telemetry::TelemetryConfig;
@@ -250,6 +252,9 @@ pub struct Config {
     /// one instance on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetConfig>,
+    /// `[auth]`: where upstream OAuth tokens are kept.
+    #[serde(default, skip_serializing_if = "AuthConfig::is_default")]
+    pub auth: AuthConfig,
     /// Upstreams in config order (the order decides collisions).
     #[serde(default)]
     pub servers: indexmap_like::OrderedServers,

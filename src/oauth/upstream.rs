@@ -1,0 +1,290 @@
+//! [`UpstreamAuth`]: the OAuth side of one HTTP upstream while mcpmux serves it. The
+//! transport asks it for the bearer token on every request, tells it about every
+//! challenge a response carried (401, 403 `insufficient_scope`), and before each new
+//! session lets it get a usable token: the stored one, a refreshed one, or, when only
+//! a person can help, a login (opened by `serve` itself once, unless `auto_login =
+//! false`) or a token another process (`mcpmux login`) put in the store, which is
+//! re-read every [`STORE_POLL`] while waiting.
+//!
+//! Owns the upstream's current grant and its last challenge. The token is only ever
+//! sent to the upstream it was issued for, never to a client, never to a log. A
+//! downstream client's own token never reaches it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::{StatusCode, Url};
+use tokio::sync::watch;
+
+use super::challenge::{split_scopes, Challenge};
+use super::login::{self, Opener, Target};
+use super::store::{Grant, TokenStore};
+use super::{discovery, flow, http_client};
+use crate::config::OAuthServerConfig;
+
+/// How often a waiting upstream re-reads the store for a token `mcpmux login` saved
+/// (default 1 s: the login is a person's, so a second is quick enough, and one small
+/// read a second costs nothing).
+pub const STORE_POLL: Duration = Duration::from_secs(1);
+
+/// Step-up logins for one challenged scope before mcpmux gives up (default 2): a
+/// server that keeps answering 403 whatever is granted must not loop forever.
+pub const MAX_STEP_UPS: u32 = 2;
+
+/// Refresh this long before the access token expires (at most; a fifth of the
+/// token's lifetime for short-lived tokens).
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// What must happen before the next session may start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// Go ahead (with a token, or without one until the server asks).
+    Ready,
+    /// Only a login helps; the reason names the command.
+    NeedsLogin(String),
+    /// Logging in again will not help (the step-up limit).
+    Failed(String),
+}
+
+/// The OAuth state of one upstream, shared by its sessions' tasks.
+#[derive(Debug)]
+pub struct UpstreamAuth {
+    name: String,
+    url: Url,
+    cfg: OAuthServerConfig,
+    store: Arc<TokenStore>,
+    /// Follows no redirect (the OAuth endpoints must not be redirected).
+    http: reqwest::Client,
+    /// A std mutex: read on every upstream request (the bearer), never held across an
+    /// await, critical sections of a few field reads.
+    state: Mutex<AuthState>,
+    /// Bumped on every challenge: a session ends when it moves.
+    challenges: watch::Sender<u64>,
+}
+
+#[derive(Debug, Default)]
+struct AuthState {
+    grant: Option<Grant>,
+    loaded: bool,
+    /// The last challenge not yet dealt with.
+    challenge: Option<Challenge>,
+    /// The challenge the pending login is for.
+    login_for: Option<Challenge>,
+    /// Step-up logins per challenged scope.
+    step_ups: HashMap<String, u32>,
+    /// Whether `serve` already opened the browser for the current need.
+    auto_login_tried: bool,
+    /// The current grant could not be refreshed: do not try again on a timer.
+    refresh_failed: bool,
+}
+
+impl UpstreamAuth {
+    pub fn new(
+        name: &str,
+        url: Url,
+        cfg: OAuthServerConfig,
+        store: Arc<TokenStore>,
+    ) -> Arc<UpstreamAuth> {
+        Arc::new(UpstreamAuth {
+            name: name.to_owned(),
+            url,
+            cfg,
+            store,
+            http: http_client(),
+            state: Mutex::new(AuthState::default()),
+            challenges: watch::Sender::new(0),
+        })
+    }
+
+    /// The access token to send, if there is one.
+    pub fn bearer(&self) -> Option<String> {
+        self.lock().grant.as_ref().map(|g| g.access_token.clone())
+    }
+
+    /// Looks at a response: a challenge is recorded and announced. Returns whether it
+    /// was one.
+    pub fn observe(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        let Some(ch) = Challenge::from_response(status, headers) else {
+            return false;
+        };
+        tracing::info!(upstream = %self.name, status = ch.status, scope = ?ch.scope, error = ?ch.error, "upstream asks for authorization");
+        self.lock().challenge = Some(ch);
+        self.challenges.send_modify(|n| *n += 1);
+        true
+    }
+
+    /// Moves whenever a response carried a challenge.
+    pub fn challenges(&self) -> watch::Receiver<u64> {
+        self.challenges.subscribe()
+    }
+
+    /// When to refresh the token proactively, if there is a refresh token.
+    pub fn refresh_in(&self) -> Option<Duration> {
+        let st = self.lock();
+        let g = st.grant.as_ref()?;
+        if st.refresh_failed || g.refresh_token.is_none() {
+            return None;
+        }
+        let expires = g.expires_at?;
+        let lifetime = expires.saturating_sub(g.issued_at.unwrap_or(expires));
+        let margin = REFRESH_MARGIN.as_secs().min(lifetime / 5).max(1);
+        Some(Duration::from_secs(
+            expires
+                .saturating_sub(margin)
+                .saturating_sub(flow::now_secs()),
+        ))
+    }
+
+    /// Refreshes the token now; `false` when that failed (the next 401 decides).
+    pub async fn refresh_now(&self) -> bool {
+        let Some(grant) = self.lock().grant.clone() else {
+            return false;
+        };
+        match flow::refresh(&self.http, &grant).await {
+            Ok(fresh) => {
+                if let Err(e) = self.store.save_grant(&self.name, &fresh).await {
+                    tracing::warn!(upstream = %self.name, error = %e, "the refreshed token could not be stored");
+                }
+                tracing::debug!(upstream = %self.name, "access token refreshed");
+                let mut st = self.lock();
+                st.grant = Some(fresh);
+                st.refresh_failed = false;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "token refresh failed");
+                self.lock().refresh_failed = true;
+                false
+            }
+        }
+    }
+
+    /// Gets ready for a new session: loads the stored grant once, and deals with the
+    /// last challenge without a person if it can (a refresh).
+    pub async fn prepare(&self) -> Prepared {
+        if !self.lock().loaded {
+            let stored = self.load_stored().await;
+            let mut st = self.lock();
+            st.grant = stored;
+            st.loaded = true;
+        }
+        let challenge = self.lock().challenge.take();
+        let Some(ch) = challenge else {
+            if self.refresh_in() == Some(Duration::ZERO) {
+                self.refresh_now().await;
+            }
+            return Prepared::Ready;
+        };
+        if ch.is_step_up() {
+            let key = ch.scope.clone().unwrap_or_default();
+            let mut st = self.lock();
+            let n = st.step_ups.entry(key.clone()).or_default();
+            *n += 1;
+            if *n > MAX_STEP_UPS {
+                return Prepared::Failed(format!(
+                    "the server keeps refusing the token for want of scope {key:?} after {MAX_STEP_UPS} step-up logins; not asking again (run `mcpmux login {}` to retry)",
+                    self.name
+                ));
+            }
+            st.login_for = Some(ch);
+            st.auto_login_tried = false;
+            return Prepared::NeedsLogin(self.needs_login_reason("the server asks for more scope"));
+        }
+        let grant = self.lock().grant.clone();
+        if let Some(g) = grant {
+            // The authorization server may have changed (SEP-2352): then the old
+            // client and tokens are not used again.
+            let same_issuer = match discovery::discover(&self.http, &self.url, Some(&ch)).await {
+                Ok(found) => found.server.issuer == g.issuer,
+                Err(e) => {
+                    tracing::debug!(upstream = %self.name, error = %e, "rediscovery failed");
+                    true
+                }
+            };
+            if same_issuer && g.refresh_token.is_some() && self.refresh_now().await {
+                return Prepared::Ready;
+            }
+            self.lock().grant = None;
+        }
+        let mut st = self.lock();
+        st.login_for = Some(ch);
+        Prepared::NeedsLogin(self.needs_login_reason("the server asks for a login"))
+    }
+
+    /// Waits for a token: logs in itself first when `auto_login` allows and it has
+    /// not tried for this need yet, then waits for the store to get one (`mcpmux
+    /// login`). Returns once a token is there.
+    pub async fn login_or_wait(&self) {
+        let (ch, held, try_auto) = {
+            let mut st = self.lock();
+            let held = st
+                .grant
+                .as_ref()
+                .map(|g| split_scopes(g.scope.as_deref()))
+                .unwrap_or_default();
+            let try_auto = self.cfg.auto_login && !st.auto_login_tried;
+            st.auto_login_tried = true;
+            (st.login_for.clone(), held, try_auto)
+        };
+        let before = self.bearer();
+        if try_auto {
+            let t = Target {
+                name: &self.name,
+                url: &self.url,
+                cfg: &self.cfg,
+                store: &self.store,
+                http: &self.http,
+            };
+            match login::login(&t, ch.as_ref(), &held, Opener::Browser).await {
+                Ok(grant) => {
+                    self.install(grant);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(upstream = %self.name, error = %e, "login failed; waiting for `mcpmux login {}`", self.name)
+                }
+            }
+        }
+        loop {
+            tokio::time::sleep(STORE_POLL).await;
+            if let Some(g) = self.load_stored().await {
+                if Some(&g.access_token) != before.as_ref() {
+                    tracing::info!(upstream = %self.name, "a new login was stored");
+                    self.install(g);
+                    return;
+                }
+            }
+        }
+    }
+
+    fn install(&self, grant: Grant) {
+        let mut st = self.lock();
+        st.grant = Some(grant);
+        st.refresh_failed = false;
+        st.auto_login_tried = false;
+        st.login_for = None;
+        st.challenge = None;
+    }
+
+    async fn load_stored(&self) -> Option<Grant> {
+        match self.store.load_grant(&self.name).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "cannot read the token store");
+                None
+            }
+        }
+    }
+
+    fn needs_login_reason(&self, why: &str) -> String {
+        format!("needs login ({why}): run `mcpmux login {}`", self.name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AuthState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}

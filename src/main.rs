@@ -64,6 +64,26 @@ enum Cmd {
     /// Ask a running daemon to re-read its configuration (as SIGHUP does); non-zero
     /// exit when it refused the new one (the running configuration stays).
     Reload(DaemonArgs),
+    /// Log in to an HTTP server that asks for OAuth; a running daemon picks the
+    /// login up without a restart.
+    Login {
+        /// The server's name (`[servers.NAME]`).
+        name: String,
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the authorization URL (on stdout) instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the tokens of an HTTP server's login.
+    Logout {
+        /// The server's name (`[servers.NAME]`).
+        name: String,
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Bridge stdin/stdout to a running mcpmux over Streamable HTTP.
     Connect {
         /// The daemon's MCP endpoint, e.g. http://127.0.0.1:7878/mcp.
@@ -222,6 +242,26 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Serve { config } => {
             let path = config::resolve_path(config.clone());
             serve(load(config)?, path).await
+        }
+        Cmd::Login {
+            name,
+            config,
+            no_browser,
+        } => {
+            let show = |url: &str| {
+                eprintln!("Open this URL in a browser to log in to {name}:");
+                println!("{url}");
+            };
+            let done = mcpmux::oauth::cli::login(&load(config)?, &name, no_browser, &show).await?;
+            eprintln!("{done}");
+            Ok(())
+        }
+        Cmd::Logout { name, config } => {
+            eprintln!(
+                "{}",
+                mcpmux::oauth::cli::logout(&load(config)?, &name).await?
+            );
+            Ok(())
         }
         Cmd::Reload(daemon) => reload(daemon).await,
         Cmd::Status(daemon) => status(daemon).await,

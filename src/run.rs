@@ -62,6 +62,18 @@ impl ProfileIds {
     }
 }
 
+/// The OAuth token store `[auth]` names; `None` (OAuth off, said once in the log)
+/// when it cannot be placed (no config directory and no `store_dir`).
+fn oauth_store(config: &Config) -> Option<std::sync::Arc<crate::oauth::TokenStore>> {
+    match crate::oauth::TokenStore::new(&config.auth) {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) => {
+            tracing::warn!(error = %e, "OAuth toward upstreams is off");
+            None
+        }
+    }
+}
+
 /// Builds the hub's slot for one server and starts its actor. `gated` holds the actor
 /// until [`UpstreamHandle::start`] (a `lazy` server, or one added by a reload before
 /// the hub knows it).
@@ -99,6 +111,7 @@ fn start_slot(
             link.clone(),
             stop,
             tracker,
+            oauth_store(config).map(|s| (s, true)),
         ),
         status: if server.lazy {
             UpstreamStatus::Idle

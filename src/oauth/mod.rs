@@ -9,6 +9,7 @@
 //! - [`flow`]: authorization code + PKCE S256, code exchange, refresh (`oauth2` crate).
 //! - [`callback`]: the loopback redirect listener; [`browser`]: opening the URL.
 //! - [`login`]: one interactive login, start to end.
+//! - [`cli`]: `mcpmux login` and `mcpmux logout`.
 //! - [`store`]: tokens and registrations in the OS keychain or 0600 files.
 //! - [`upstream`]: [`UpstreamAuth`], an upstream's token while mcpmux serves it.
 //!
@@ -19,6 +20,7 @@
 pub mod browser;
 pub mod callback;
 pub mod challenge;
+pub mod cli;
 pub mod discovery;
 pub mod flow;
 pub mod login;

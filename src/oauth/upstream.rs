@@ -98,6 +98,28 @@ impl UpstreamAuth {
         })
     }
 
+    /// The OAuth client of an HTTP server, unless its configured headers carry their
+    /// own `Authorization` (then mcpmux stays out of it). `interactive`: whether this
+    /// process may open a browser (`auto_login` decides too).
+    pub fn for_server(
+        server: &crate::config::ServerConfig,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        store: Arc<TokenStore>,
+        interactive: bool,
+    ) -> Option<Arc<UpstreamAuth>> {
+        if headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return None;
+        }
+        let url = Url::parse(url).ok()?;
+        let mut cfg = server.oauth.clone().unwrap_or_default();
+        cfg.auto_login &= interactive;
+        Some(UpstreamAuth::new(&server.name, url, cfg, store))
+    }
+
     /// The access token to send, if there is one.
     pub fn bearer(&self) -> Option<String> {
         self.lock().grant.as_ref().map(|g| g.access_token.clone())

@@ -21,6 +21,10 @@ pub enum UpstreamEvent {
     Message(Message, Related),
     /// The transport died or the handshake failed. Everything in flight is lost.
     Down { reason: String, retrying: bool },
+    /// The server asks for an OAuth login that only a person can give (the session
+    /// already ended with `Down`); the reason names `mcpmux login NAME`. `Ready`
+    /// follows once a token is there.
+    NeedsLogin { reason: String },
 }
 
 /// The channel upstream actors report on: each event with the upstream it is about.
@@ -236,6 +240,11 @@ use crate::state::ids::UpstreamId;
 pub const QUEUE_CAPACITY: usize = 4096;
 
 /// Starts the actor for one configured server.
+///
+/// `oauth`: the token store, and whether this process may open a browser itself
+/// (`serve`: yes unless `auto_login = false`; `check`: never); `None` turns OAuth off
+/// (a 401 is then an ordinary failure).
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_upstream(
     id: UpstreamId,
     config: ServerConfig,
@@ -244,6 +253,7 @@ pub fn spawn_upstream(
     hub: UpstreamLink,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
+    oauth: Option<(Arc<crate::oauth::TokenStore>, bool)>,
 ) -> UpstreamHandle {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
     let start = Arc::new(Notify::new());
@@ -270,9 +280,13 @@ pub fn spawn_upstream(
             };
             tracker.spawn(gated(Box::pin(actor.run(rx))));
         }
-        UpstreamTransport::Http { .. } => {
+        UpstreamTransport::Http { url, headers } => {
+            let auth = oauth.and_then(|(store, interactive)| {
+                crate::oauth::UpstreamAuth::for_server(&config, &url, &headers, store, interactive)
+            });
             let actor = http::HttpUpstream {
                 id,
+                auth,
                 config,
                 restart,
                 max_message: max_line,

@@ -167,16 +167,16 @@ async function main() {
   }
   const call = async (name, args) => {
     for (let attempt = 1; ; attempt++) {
-      const next = changedNext;
       try {
         const r = await client.callTool({ name, arguments: args });
         if (!r.isError || attempt >= 3) return r;
       } catch (e) {
         if (attempt >= 3) throw e;
       }
-      // mcpmux may be logging in again (step-up): wait for the server to come back.
-      const why = await bounded(Promise.race([next.then(() => null), refused]), "the server again");
-      if (why) return { refused: why };
+      // mcpmux may be logging in again (step-up): wait until the server's tools are
+      // back (its going down announced list_changed too, with the tools gone).
+      const again = await tools();
+      if (typeof again === "string") return { refused: again };
     }
   };
   let ok = true;

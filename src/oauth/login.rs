@@ -160,10 +160,12 @@ fn scopes_for(
         cfg.scopes.clone()
     } else if let Some(s) = challenge.map(Challenge::scopes).filter(|s| !s.is_empty()) {
         s
-    } else if let Some(s) = found.prm.as_ref().and_then(|p| p.scopes_supported.clone()) {
-        s
     } else {
-        Vec::new()
+        found
+            .prm
+            .as_ref()
+            .and_then(|p| p.scopes_supported.clone())
+            .unwrap_or_default()
     };
     for h in held {
         if !scopes.contains(h) {

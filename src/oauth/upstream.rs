@@ -37,6 +37,10 @@ pub const MAX_STEP_UPS: u32 = 2;
 /// token's lifetime for short-lived tokens).
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
+/// The least time between two refreshes in one session (default 1 s): a server that
+/// hands out tokens living a second or less must not get a refresh loop.
+pub const MIN_REFRESH_GAP: Duration = Duration::from_secs(1);
+
 /// What must happen before the next session may start.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Prepared {
@@ -308,5 +312,117 @@ impl UpstreamAuth {
         self.state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AuthConfig, TokenStoreKind};
+    use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
+
+    fn auth() -> Arc<UpstreamAuth> {
+        let dir = std::env::temp_dir().join(format!(
+            "mcpmux-upauth-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let store = TokenStore::new(&AuthConfig {
+            store: TokenStoreKind::File,
+            store_dir: Some(dir),
+        })
+        .unwrap();
+        let url = Url::parse("https://mcp.example/mcp").unwrap();
+        UpstreamAuth::new("up", url, OAuthServerConfig::default(), Arc::new(store))
+    }
+
+    fn challenge(status: u16, value: &str) -> (StatusCode, HeaderMap) {
+        let mut h = HeaderMap::new();
+        h.insert(WWW_AUTHENTICATE, HeaderValue::from_str(value).unwrap());
+        (StatusCode::from_u16(status).unwrap(), h)
+    }
+
+    #[tokio::test]
+    async fn a_401_without_tokens_needs_a_login_naming_the_command() {
+        let a = auth();
+        assert_eq!(
+            a.prepare().await,
+            Prepared::Ready,
+            "no challenge yet: try without a token"
+        );
+        let mut seen = a.challenges();
+        seen.mark_unchanged();
+        let (s, h) = challenge(401, r#"Bearer resource_metadata="https://mcp.example/prm""#);
+        assert!(a.observe(s, &h));
+        assert!(seen.has_changed().unwrap(), "a challenge ends the session");
+        match a.prepare().await {
+            Prepared::NeedsLogin(r) => assert!(r.contains("run `mcpmux login up`"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!a.observe(StatusCode::OK, &HeaderMap::new()));
+        assert!(
+            !a.observe(StatusCode::FORBIDDEN, &HeaderMap::new()),
+            "a plain 403 is no challenge"
+        );
+    }
+
+    #[tokio::test]
+    async fn step_ups_for_one_scope_stop_after_the_limit() {
+        let a = auth();
+        for n in 1..=MAX_STEP_UPS {
+            let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+            a.observe(s, &h);
+            assert!(
+                matches!(a.prepare().await, Prepared::NeedsLogin(_)),
+                "step-up {n}"
+            );
+        }
+        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+        a.observe(s, &h);
+        match a.prepare().await {
+            Prepared::Failed(r) => assert!(r.contains("admin"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        // Another scope still gets its step-ups.
+        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="write""#);
+        a.observe(s, &h);
+        assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
+    }
+
+    #[tokio::test]
+    async fn refresh_timing_follows_the_token_lifetime() {
+        let a = auth();
+        assert_eq!(a.refresh_in(), None, "no token, no refresh");
+        let now = flow::now_secs();
+        let grant = |lifetime: u64, refresh: bool| Grant {
+            resource: "https://mcp.example/mcp".into(),
+            issuer: "https://as".into(),
+            token_endpoint: "https://as/token".into(),
+            client: super::super::Registration {
+                client_id: "c".into(),
+                client_secret: None,
+                auth_method: "none".into(),
+                redirect_uri: None,
+            },
+            access_token: "a".into(),
+            refresh_token: refresh.then(|| "r".into()),
+            expires_at: Some(now + lifetime),
+            issued_at: Some(now),
+            scope: None,
+        };
+        a.install(grant(3600, true));
+        let d = a.refresh_in().unwrap();
+        assert!(
+            d <= Duration::from_secs(3600 - 60) && d >= Duration::from_secs(3600 - 62),
+            "{d:?}"
+        );
+        a.install(grant(10, true));
+        let d = a.refresh_in().unwrap();
+        assert!(
+            d <= Duration::from_secs(8) && d >= Duration::from_secs(6),
+            "a fifth of 10 s: {d:?}"
+        );
+        a.install(grant(10, false));
+        assert_eq!(a.refresh_in(), None, "nothing to refresh with");
     }
 }

@@ -368,7 +368,9 @@ impl Sessions<'_> {
         let run = up.session(&self.endpoint, rx);
         tokio::pin!(run);
         loop {
-            let refresh = auth.refresh_in();
+            let refresh = auth
+                .refresh_in()
+                .map(|d| d.max(crate::oauth::upstream::MIN_REFRESH_GAP));
             tokio::select! {
                 end = &mut run => return end,
                 _ = challenges.changed() => {

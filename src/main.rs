@@ -389,6 +389,7 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         Some(mcpmux::observe::Observe {
             snapshots: core.hub.snapshots(),
             reload: Some(reload_tx),
+            logins: Some(core.logins.clone()),
         }),
         shutdown.clone(),
     ));

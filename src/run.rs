@@ -21,6 +21,8 @@ pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 /// The running core: the hub and one actor per upstream.
 pub struct Core {
     pub hub: HubHandle,
+    /// The upstreams' OAuth clients by name, for the status page's login link.
+    pub logins: std::sync::Arc<crate::oauth::Logins>,
     hub_stop: CancellationToken,
     hub_task: tokio::task::JoinHandle<()>,
     upstream_stop: CancellationToken,
@@ -77,10 +79,12 @@ fn oauth_store(config: &Config) -> Option<std::sync::Arc<crate::oauth::TokenStor
 /// Builds the hub's slot for one server and starts its actor. `gated` holds the actor
 /// until [`UpstreamHandle::start`] (a `lazy` server, or one added by a reload before
 /// the hub knows it).
+#[allow(clippy::too_many_arguments)]
 fn start_slot(
     id: UpstreamId,
     server: &ServerConfig,
     config: &Config,
+    logins: &std::sync::Arc<crate::oauth::Logins>,
     link: &UpstreamLink,
     stop: CancellationToken,
     tracker: &TaskTracker,
@@ -111,7 +115,11 @@ fn start_slot(
             link.clone(),
             stop,
             tracker,
-            oauth_store(config).map(|s| (s, true)),
+            oauth_store(config).map(|store| crate::oauth::OAuthCtx {
+                store,
+                interactive: true,
+                logins: Some(logins.clone()),
+            }),
         ),
         status: if server.lazy {
             UpstreamStatus::Idle
@@ -135,6 +143,7 @@ impl Core {
             .clone()
             .map(|f| (f, upstream_stop.child_token()));
         let mut views = ProfileIds::default();
+        let logins = std::sync::Arc::new(crate::oauth::Logins::default());
         let (hub, hub_task) = spawn_hub_with_fleet(
             views.settings(config),
             |hub| {
@@ -150,6 +159,7 @@ impl Core {
                             UpstreamId(i),
                             server,
                             config,
+                            &logins,
                             hub,
                             stop,
                             &tracker,
@@ -163,6 +173,7 @@ impl Core {
         );
         Core {
             hub,
+            logins,
             hub_stop,
             hub_task,
             upstream_stop,
@@ -317,6 +328,7 @@ impl Core {
                 id,
                 server,
                 &new,
+                &self.logins,
                 self.hub.upstreams(),
                 stop,
                 &self.tracker,

@@ -8,7 +8,8 @@
 //! - [`register`]: pre-registered client, Client ID Metadata Document, or RFC 7591.
 //! - [`flow`]: authorization code + PKCE S256, code exchange, refresh (`oauth2` crate).
 //! - [`callback`]: the loopback redirect listener; [`browser`]: opening the URL.
-//! - [`login`]: one interactive login, start to end.
+//! - [`login`]: one interactive login, start to end; [`logins`]: a daemon's upstream
+//!   clients by name, for the status page's link.
 //! - [`cli`]: `mcpmux login` and `mcpmux logout`.
 //! - [`store`]: tokens and registrations in the OS keychain or 0600 files.
 //! - [`upstream`]: [`UpstreamAuth`], an upstream's token while mcpmux serves it.
@@ -24,13 +25,25 @@ pub mod cli;
 pub mod discovery;
 pub mod flow;
 pub mod login;
+pub mod logins;
 pub mod register;
 pub mod store;
 pub mod upstream;
 
 pub use challenge::Challenge;
+pub use logins::{LoginAsked, Logins};
 pub use store::{Grant, Registration, TokenStore};
 pub use upstream::{Prepared, UpstreamAuth};
+
+/// What an upstream actor needs for OAuth: the token store, whether this process may
+/// open a browser by itself (`serve`: yes unless `auto_login = false`; `check`: never),
+/// and the daemon's registry for the status page's link.
+#[derive(Debug, Clone)]
+pub struct OAuthCtx {
+    pub store: std::sync::Arc<TokenStore>,
+    pub interactive: bool,
+    pub logins: Option<std::sync::Arc<Logins>>,
+}
 
 use std::time::Duration;
 

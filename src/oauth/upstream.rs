@@ -66,6 +66,18 @@ pub struct UpstreamAuth {
     state: Mutex<AuthState>,
     /// Bumped on every challenge: a session ends when it moves.
     challenges: watch::Sender<u64>,
+    /// Set while [`Self::login_or_wait`] waits; then [`Self::request_login`] wakes it.
+    waiting: std::sync::atomic::AtomicBool,
+    asked: tokio::sync::Notify,
+}
+
+/// Clears a flag when the scope that set it ends (also when its future is dropped).
+struct ClearOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +94,8 @@ struct AuthState {
     auto_login_tried: bool,
     /// The current grant could not be refreshed: do not try again on a timer.
     refresh_failed: bool,
+    /// The access token the server last refused: the store's copy of it is no login.
+    refused: Option<String>,
 }
 
 impl UpstreamAuth {
@@ -99,6 +113,8 @@ impl UpstreamAuth {
             http: http_client(),
             state: Mutex::new(AuthState::default()),
             challenges: watch::Sender::new(0),
+            waiting: std::sync::atomic::AtomicBool::new(false),
+            asked: tokio::sync::Notify::new(),
         })
     }
 
@@ -232,7 +248,9 @@ impl UpstreamAuth {
             if same_issuer && g.refresh_token.is_some() && self.refresh_now().await {
                 return Prepared::Ready;
             }
-            self.lock().grant = None;
+            let mut st = self.lock();
+            st.refused = Some(g.access_token);
+            st.grant = None;
         }
         let mut st = self.lock();
         st.login_for = Some(ch);
@@ -240,8 +258,10 @@ impl UpstreamAuth {
     }
 
     /// Waits for a token: logs in itself first when `auto_login` allows and it has
-    /// not tried for this need yet, then waits for the store to get one (`mcpmux
-    /// login`). Returns once a token is there.
+    /// not tried for this need yet; then waits for the store to get a token other than
+    /// the one the server refused (`mcpmux login`), or for a person to ask for a login
+    /// ([`Self::request_login`]: the status page's link), which opens the browser again.
+    /// Returns once a token is there.
     pub async fn login_or_wait(&self) {
         let (ch, held, try_auto) = {
             let mut st = self.lock();
@@ -254,35 +274,58 @@ impl UpstreamAuth {
             st.auto_login_tried = true;
             (st.login_for.clone(), held, try_auto)
         };
-        let before = self.bearer();
-        if try_auto {
-            let t = Target {
-                name: &self.name,
-                url: &self.url,
-                cfg: &self.cfg,
-                store: &self.store,
-                http: &self.http,
-            };
-            match login::login(&t, ch.as_ref(), &held, Opener::Browser).await {
-                Ok(grant) => {
-                    self.install(grant);
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(upstream = %self.name, error = %e, "login failed; waiting for `mcpmux login {}`", self.name)
-                }
-            }
-        }
+        // Tokens not to take from the store: the one in use (a step-up needs more) and
+        // the one the server refused.
+        let stale: Vec<String> = [self.bearer(), self.lock().refused.clone()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let t = Target {
+            name: &self.name,
+            url: &self.url,
+            cfg: &self.cfg,
+            store: &self.store,
+            http: &self.http,
+        };
+        let attempt = || Box::pin(login::login(&t, ch.as_ref(), &held, Opener::Browser));
+        let mut running = try_auto.then(attempt);
+        self.waiting
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let _waiting = ClearOnDrop(&self.waiting);
         loop {
-            tokio::time::sleep(STORE_POLL).await;
-            if let Some(g) = self.load_stored().await {
-                if Some(&g.access_token) != before.as_ref() {
-                    tracing::info!(upstream = %self.name, "a new login was stored");
-                    self.install(g);
-                    return;
+            tokio::select! {
+                done = async { running.as_mut().expect("guarded").await }, if running.is_some() => {
+                    running = None;
+                    match done {
+                        Ok(grant) => return self.install(grant),
+                        Err(e) => tracing::warn!(upstream = %self.name, error = %e,
+                            "login failed; waiting for `mcpmux login {}`", self.name),
+                    }
+                }
+                _ = self.asked.notified() => {
+                    tracing::info!(upstream = %self.name, "login asked for; opening the browser");
+                    running = Some(attempt());
+                }
+                _ = tokio::time::sleep(STORE_POLL) => {
+                    if let Some(g) = self.load_stored().await {
+                        if !stale.contains(&g.access_token) {
+                            tracing::info!(upstream = %self.name, "a new login was stored");
+                            return self.install(g);
+                        }
+                    }
                 }
             }
         }
+    }
+
+    /// Asks a waiting upstream to open the browser for a login now (the status page's
+    /// link); `false` when it is not waiting for one.
+    pub fn request_login(&self) -> bool {
+        if !self.waiting.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        self.asked.notify_one();
+        true
     }
 
     fn install(&self, grant: Grant) {

@@ -241,9 +241,9 @@ pub const QUEUE_CAPACITY: usize = 4096;
 
 /// Starts the actor for one configured server.
 ///
-/// `oauth`: the token store, and whether this process may open a browser itself
-/// (`serve`: yes unless `auto_login = false`; `check`: never); `None` turns OAuth off
-/// (a 401 is then an ordinary failure).
+/// `oauth`: the token store, whether this process may open a browser itself, where to
+/// register the upstream's OAuth client ([`crate::oauth::OAuthCtx`]); `None` turns
+/// OAuth off (a 401 is then an ordinary failure).
 #[allow(clippy::too_many_arguments)]
 pub fn spawn_upstream(
     id: UpstreamId,
@@ -253,7 +253,7 @@ pub fn spawn_upstream(
     hub: UpstreamLink,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
-    oauth: Option<(Arc<crate::oauth::TokenStore>, bool)>,
+    oauth: Option<crate::oauth::OAuthCtx>,
 ) -> UpstreamHandle {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
     let start = Arc::new(Notify::new());
@@ -281,8 +281,18 @@ pub fn spawn_upstream(
             tracker.spawn(gated(Box::pin(actor.run(rx))));
         }
         UpstreamTransport::Http { url, headers } => {
-            let auth = oauth.and_then(|(store, interactive)| {
-                crate::oauth::UpstreamAuth::for_server(&config, &url, &headers, store, interactive)
+            let auth = oauth.and_then(|ctx| {
+                let auth = crate::oauth::UpstreamAuth::for_server(
+                    &config,
+                    &url,
+                    &headers,
+                    ctx.store,
+                    ctx.interactive,
+                )?;
+                if let Some(logins) = &ctx.logins {
+                    logins.register(&config.name, auth.clone());
+                }
+                Some(auth)
             });
             let actor = http::HttpUpstream {
                 id,

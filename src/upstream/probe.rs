@@ -245,7 +245,11 @@ pub async fn probe_all(config: &Config) -> Vec<ProbeReport> {
             // `check` never opens a browser: a server that needs a login says so.
             crate::oauth::TokenStore::new(&config.auth)
                 .ok()
-                .map(|s| (std::sync::Arc::new(s), false)),
+                .map(|s| crate::oauth::OAuthCtx {
+                    store: std::sync::Arc::new(s),
+                    interactive: false,
+                    logins: None,
+                }),
         );
         let wait = Duration::from_millis(restart.init_timeout_ms.saturating_mul(2) + 1000);
         let outcome = match tokio::time::timeout(wait, first_outcome(&mut rx)).await {

@@ -226,6 +226,13 @@ app.use(express.json());
 app.get("/.well-known/oauth-protected-resource/mcp", (_req, res) =>
   res.json({ resource: mcpUrl, authorization_servers: [issuer], scopes_supported: ["mcp:read", "mcp:write"] }),
 );
+// The daemon's $BROWSER posts the authorization URL here (the status page's link).
+let browserOpened;
+let browserUrl = new Promise((r) => (browserOpened = r));
+app.post("/test/browser", express.text(), (req, res) => {
+  browserOpened(req.body);
+  res.end();
+});
 const transports = {};
 app.post("/mcp", authorize, async (req, res) => {
   const sid = req.headers["mcp-session-id"];
@@ -292,7 +299,14 @@ function serveLogged(re, n, what) {
     what,
   );
 }
-const env = { ...process.env, RUST_LOG: "info,mcpmux=debug", BROWSER: "false" };
+const browserScript = path.join(work, "browser.sh");
+fs.writeFileSync(
+  browserScript,
+  `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} -e 'fetch(process.argv[1], { method: "POST", body: process.argv[2] })' ` +
+    `${JSON.stringify(`http://127.0.0.1:${mcpPort}/test/browser`)} "$1"\n`,
+);
+fs.chmodSync(browserScript, 0o755);
+const env = { ...process.env, RUST_LOG: "info,mcpmux=debug", BROWSER: browserScript };
 const serve = spawn(bin, ["serve", "--config", cfgPath], { env, stdio: ["ignore", "pipe", "pipe"] });
 readline.createInterface({ input: serve.stderr }).on("line", onServeLog);
 const mcpmuxUrl = await bounded(
@@ -394,6 +408,39 @@ async function bumpRound(what) {
   await bounded(Promise.all(clients.map((m, i) => updated(m, want[i]))), `every client to hear the bump (${what})`);
 }
 
+// Revokes the stored refresh token at the authorization server (RFC 7009), then calls on
+// until the access token expires and the server refuses it; the call after that must
+// name the command. Checks /status and /metrics; returns the client's error.
+async function revokeUntilNeedsLogin() {
+  const g = storedGrant();
+  const rev = await fetch(`${issuer}/token/revocation`, {
+    method: "POST",
+    headers: { "content-type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ token: g.refresh_token, token_type_hint: "refresh_token", client_id: g.client.client_id }),
+  });
+  check(rev.ok, `revocation answered HTTP ${rev.status}`);
+  const needsBefore = countLines(/upstream needs a login/);
+  let named = null;
+  for (let i = 0; i < 2000 && !named; i++) {
+    try {
+      const r = await clients[1].client.callTool({ name: "noop", arguments: {} });
+      if (r.isError && /mcpmux login up/.test(JSON.stringify(r))) named = JSON.stringify(r);
+    } catch (e) {
+      if (/mcpmux login up/.test(String(e))) named = String(e);
+      else if (countLines(/upstream needs a login/) === needsBefore) {
+        // The call that met the 401 fails on its own; wait for mcpmux to say why.
+        await serveLogged(/upstream needs a login/, needsBefore + 1, "needs login after the revocation");
+      }
+    }
+  }
+  check(named, "no client error named `mcpmux login up`");
+  const st = (await (await fetch(`${base}/status`)).json()).upstreams.find((u) => u.name === "up");
+  check(st.state === "needs login", `status after revocation: ${JSON.stringify(st)}`);
+  const metrics = await (await fetch(`${base}/metrics`)).text();
+  check(/mcpmux_upstream_needs_login\{upstream="up"\} 1/.test(metrics), "metrics do not show needs_login 1");
+  return named.slice(0, 300);
+}
+
 let ok = false;
 try {
   // 1. Needs login, then a headless login the daemon picks up.
@@ -435,35 +482,7 @@ try {
   step("tokens refreshed (and rotated) with no client error");
 
   // 4. The refresh token revoked: needs login, clients told which command to run.
-  const g = storedGrant();
-  const rev = await fetch(`${issuer}/token/revocation`, {
-    method: "POST",
-    headers: { "content-type": "application/x-www-form-urlencoded" },
-    body: new URLSearchParams({ token: g.refresh_token, token_type_hint: "refresh_token", client_id: g.client.client_id }),
-  });
-  check(rev.ok, `revocation answered HTTP ${rev.status}`);
-  const needsBefore = countLines(/upstream needs a login/);
-  // Calls go on until the access token expires and the server refuses it; the one after
-  // that must name the command.
-  let named = null;
-  for (let i = 0; i < 2000 && !named; i++) {
-    try {
-      const r = await clients[1].client.callTool({ name: "noop", arguments: {} });
-      if (r.isError && /mcpmux login up/.test(JSON.stringify(r))) named = JSON.stringify(r);
-    } catch (e) {
-      if (/mcpmux login up/.test(String(e))) named = String(e);
-      else if (countLines(/upstream needs a login/) === needsBefore) {
-        // The call that met the 401 fails on its own; wait for mcpmux to say why.
-        await serveLogged(/upstream needs a login/, needsBefore + 1, "needs login after the revocation");
-      }
-    }
-  }
-  check(named, "no client error named `mcpmux login up`");
-  report.needsLoginError = named.slice(0, 300);
-  const st = (await (await fetch(`${base}/status`)).json()).upstreams.find((u) => u.name === "up");
-  check(st.state === "needs login", `status after revocation: ${JSON.stringify(st)}`);
-  const metrics = await (await fetch(`${base}/metrics`)).text();
-  check(/mcpmux_upstream_needs_login\{upstream="up"\} 1/.test(metrics), "metrics do not show needs_login 1");
+  report.needsLoginError = await revokeUntilNeedsLogin();
   step("revoked: needs login in status and metrics, clients told `mcpmux login up`");
 
   // 5. Log in again: served again, subscription back.
@@ -476,6 +495,26 @@ try {
   await bumpRound("after the new login");
   report.after = { initializes: stats.initializes, subscribes: stats.subscribes };
   step("logged in again: served, subscription back");
+
+  // 5b. The status page's link: refused while the server is up; after another
+  // revocation it makes the daemon open the browser, and that login serves again.
+  const busy = await fetch(`${base}/login/up`, { method: "POST" });
+  check(busy.status === 409, `POST /login/up while up answered ${busy.status}`);
+  const page = await (await fetch(`${base}/`)).text();
+  check(page.includes('fetch("login/"'), "the status page has no login link");
+  await revokeUntilNeedsLogin();
+  const readyBefore2 = countLines(/upstream ready/);
+  const asked = await fetch(`${base}/login/up`, { method: "POST" });
+  check(asked.status === 202, `POST /login/up answered ${asked.status}: ${await asked.text()}`);
+  const opened = await bounded(browserUrl, "the daemon to open the browser");
+  await approve(opened);
+  await serveLogged(/upstream ready/, readyBefore2 + 1, "the daemon's own login to serve again");
+  await nextSeen(() => stats.subscribes >= 3, "the subscription to be taken again").catch((e) => {
+    if (stats.subscribes < 3) throw e;
+  });
+  await bumpRound("after the status page's login");
+  report.link = { subscribes: stats.subscribes };
+  step("the status page's link: browser opened by the daemon, served again");
 
   // 6. No token in any log line.
   storedGrant();

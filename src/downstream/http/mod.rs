@@ -208,6 +208,7 @@ pub async fn serve_http_observed(
         if path != "/reload" {
             router = router.route("/reload", axum::routing::post(observe_view));
         }
+        router = router.route("/login/{name}", axum::routing::post(observe_view));
     }
     let router = router.fallback(profile_endpoint).with_state(app.clone());
     if let Ok(addr) = listener.local_addr() {
@@ -249,6 +250,10 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
         "/status" => crate::observe::status(&observe.snapshots).await,
         "/status/events" => crate::observe::events(observe.snapshots),
         "/reload" => crate::observe::reload(observe.reload.as_ref()).await,
+        p if p.starts_with("/login/") => {
+            let name = percent_decoded(&p["/login/".len()..]);
+            crate::observe::login(observe.logins.as_deref(), &name)
+        }
         _ => crate::observe::page(),
     }
 }
@@ -446,4 +451,13 @@ pub(crate) fn sse_response(rx: lane::Receiver<bytes::Bytes>) -> Response {
         .header("x-accel-buffering", "no")
         .body(Body::from_stream(sse::sse_body(rx)))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A path segment with its `%XX` escapes decoded (server names are plain, but the page
+/// encodes them).
+fn percent_decoded(segment: &str) -> String {
+    url::form_urlencoded::parse(format!("n={}", segment.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
 }

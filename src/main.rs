@@ -373,7 +373,11 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {} ([listen].http)", cfg.listen.http))?;
     let addr = listener.local_addr()?;
-    let core = Core::start(&cfg);
+    // OAuth logins come back to this listener when it is a loopback one.
+    let core = Core::start_with(
+        &cfg,
+        addr.ip().is_loopback().then(|| format!("http://{addr}")),
+    );
     let shutdown = CancellationToken::new();
     let mut settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, token);
     settings.profiles = ProfileEndpoints::new(core.profile_endpoints()?);

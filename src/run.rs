@@ -134,6 +134,12 @@ fn start_slot(
 impl Core {
     /// Starts the hub and every upstream.
     pub fn start(config: &Config) -> Core {
+        Core::start_with(config, None)
+    }
+
+    /// [`Core::start`], with the base URL of `serve`'s listener when it is a loopback
+    /// one: OAuth logins are redirected to its `/oauth/callback`.
+    pub fn start_with(config: &Config, callback_base: Option<String>) -> Core {
         let hub_stop = CancellationToken::new();
         let upstream_stop = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -144,6 +150,9 @@ impl Core {
             .map(|f| (f, upstream_stop.child_token()));
         let mut views = ProfileIds::default();
         let logins = std::sync::Arc::new(crate::oauth::Logins::default());
+        if let Some(base) = callback_base {
+            logins.callback().set_base(base);
+        }
         let (hub, hub_task) = spawn_hub_with_fleet(
             views.settings(config),
             |hub| {

@@ -1,12 +1,16 @@
-//! The loopback redirect target of a login (RFC 8252 §7.3): `http://127.0.0.1:PORT/callback`
-//! on a port the OS picks (or the one a stored registration names), answering the
-//! browser with a short page and handing the query (`code`, `state`, `iss`, `error`)
-//! to the login.
+//! The loopback redirect target of a login (RFC 8252 §7.3), answering the browser with a
+//! short page and handing the query (`code`, `state`, `iss`, `error`) to the login:
+//! either `http://127.0.0.1:PORT/callback` on a listener of its own, on a port the OS
+//! picks (or the one a stored registration names), or, for `serve` on a loopback
+//! listener, `/oauth/callback` on the daemon's own listener ([`DaemonCallback`]: the
+//! daemon's HTTP layer hands it each request, matched to its login by `state`).
 //!
-//! Owns its listener for the length of one login. Never logs the code; never binds
-//! anything but 127.0.0.1.
+//! Owns its listener (or its `state` entry) for the length of one login. Never logs
+//! the code; never binds anything but 127.0.0.1.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use axum::extract::State;
 use axum::http::Uri;
@@ -15,8 +19,58 @@ use tokio::sync::mpsc;
 
 use super::OAuthError;
 
-/// The callback's path.
+/// The callback's path on a listener of its own.
 pub const CALLBACK_PATH: &str = "/callback";
+
+/// The callback's path on the daemon's listener.
+pub const DAEMON_CALLBACK_PATH: &str = "/oauth/callback";
+
+/// The page the browser is shown after a login that went through.
+pub const DONE_PAGE: &str =
+    "<!doctype html><title>mcpmux</title><p>mcpmux is logged in. You can close this window.</p>";
+/// The page the browser is shown otherwise.
+pub const FAILED_PAGE: &str =
+    "<!doctype html><title>mcpmux</title><p>The login did not complete; see mcpmux's output.</p>";
+
+/// The daemon's own listener as the redirect target: its base URL (set once the
+/// listener is bound, and only when it is a loopback one) and the logins waiting for
+/// their answer, by `state`. The std mutex is held for one map operation.
+#[derive(Debug, Default)]
+pub struct DaemonCallback {
+    base: OnceLock<String>,
+    pending: Mutex<HashMap<String, mpsc::Sender<Answer>>>,
+}
+
+impl DaemonCallback {
+    /// `http://127.0.0.1:PORT` of the daemon's loopback listener.
+    pub fn set_base(&self, base: String) {
+        let _ = self.base.set(base);
+    }
+
+    fn redirect_uri(&self) -> Option<String> {
+        self.base
+            .get()
+            .map(|b| format!("{b}{DAEMON_CALLBACK_PATH}"))
+    }
+
+    /// Hands a request's query to the login it answers; `false` when none waits for
+    /// its `state` (the page then says the login did not complete).
+    pub fn deliver(&self, query: &str) -> bool {
+        let answer = parse_answer(query);
+        let Some(state) = answer.state.clone() else {
+            return false;
+        };
+        let tx = self.lock().get(&state).cloned();
+        let failed = answer.error.is_some() || answer.code.is_none();
+        tx.is_some_and(|tx| tx.try_send(answer).is_ok()) && !failed
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Answer>>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
 
 /// What the authorization server sent back through the browser.
 #[derive(Debug, Clone, Default)]
@@ -28,14 +82,45 @@ pub struct Answer {
     pub error_description: Option<String>,
 }
 
-/// A bound callback listener, serving until dropped.
+/// A bound callback listener (or a daemon's route), serving until dropped.
 pub struct Callback {
     pub redirect_uri: String,
     rx: mpsc::Receiver<Answer>,
-    _server: AbortOnDrop,
+    _server: Option<AbortOnDrop>,
+    /// On the daemon's listener: the route and the `state` this login waits for.
+    daemon: Option<(Arc<DaemonCallback>, mpsc::Sender<Answer>, Option<String>)>,
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        if let Some((d, _, Some(state))) = &self.daemon {
+            d.lock().remove(state);
+        }
+    }
 }
 
 impl Callback {
+    /// The daemon's route, when its listener is a loopback one (else `None`).
+    pub fn on_daemon(d: &Arc<DaemonCallback>) -> Option<Callback> {
+        let redirect_uri = d.redirect_uri()?;
+        let (tx, rx) = mpsc::channel(4);
+        Some(Callback {
+            redirect_uri,
+            rx,
+            _server: None,
+            daemon: Some((d.clone(), tx, None)),
+        })
+    }
+
+    /// Waits for the answer to the request with this `state` (a daemon's route
+    /// routes by it; a listener of its own takes any answer and the login checks it).
+    pub fn expect(&mut self, state: &str) {
+        if let Some((d, tx, st)) = &mut self.daemon {
+            d.lock().insert(state.to_owned(), tx.clone());
+            *st = Some(state.to_owned());
+        }
+    }
+
     /// Binds 127.0.0.1 on `port` (0: any; a taken preferred port falls back to any).
     ///
     /// # Errors
@@ -60,7 +145,8 @@ impl Callback {
         Ok(Callback {
             redirect_uri: format!("http://127.0.0.1:{}{CALLBACK_PATH}", addr.port()),
             rx,
-            _server: AbortOnDrop(server),
+            _server: Some(AbortOnDrop(server)),
+            daemon: None,
         })
     }
 
@@ -79,8 +165,16 @@ impl Callback {
 }
 
 async fn on_callback(State(tx): State<mpsc::Sender<Answer>>, uri: Uri) -> Html<&'static str> {
+    let a = parse_answer(uri.query().unwrap_or_default());
+    let failed = a.error.is_some() || a.code.is_none();
+    let _ = tx.try_send(a);
+    Html(if failed { FAILED_PAGE } else { DONE_PAGE })
+}
+
+/// The authorization response's parameters.
+fn parse_answer(query: &str) -> Answer {
     let mut a = Answer::default();
-    for (k, v) in url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()) {
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         let v = Some(v.into_owned());
         match &*k {
             "code" => a.code = v,
@@ -91,13 +185,7 @@ async fn on_callback(State(tx): State<mpsc::Sender<Answer>>, uri: Uri) -> Html<&
             _ => {}
         }
     }
-    let failed = a.error.is_some() || a.code.is_none();
-    let _ = tx.try_send(a);
-    Html(if failed {
-        "<!doctype html><title>mcpmux</title><p>The login did not complete; see mcpmux's output.</p>"
-    } else {
-        "<!doctype html><title>mcpmux</title><p>mcpmux is logged in. You can close this window.</p>"
-    })
+    a
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

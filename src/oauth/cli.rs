@@ -37,6 +37,7 @@ pub async fn login(
         cfg: &oauth,
         store: &store,
         http: &http,
+        daemon: None,
     };
     let opener = if no_browser {
         Opener::Show(show)

@@ -31,6 +31,9 @@ pub struct Target<'a> {
     pub store: &'a TokenStore,
     /// A client that follows no redirect.
     pub http: &'a reqwest::Client,
+    /// The daemon's own listener as the redirect target, when `serve` has a loopback
+    /// one (else a listener of the login's own).
+    pub daemon: Option<&'a std::sync::Arc<super::callback::DaemonCallback>>,
 }
 
 /// What to do with the authorization URL.
@@ -62,7 +65,10 @@ pub async fn login(
         .and_then(|r| r.redirect_uri)
         .and_then(|r| Callback::port_of(&r))
         .unwrap_or(0);
-    let mut callback = Callback::bind(preferred).await?;
+    let mut callback = match t.daemon.and_then(Callback::on_daemon) {
+        Some(c) => c,
+        None => Callback::bind(preferred).await?,
+    };
     let reg =
         register::client_for(t.http, t.store, t.name, t.cfg, meta, &callback.redirect_uri).await?;
     let pending = flow::authorize(
@@ -73,6 +79,7 @@ pub async fn login(
         &scopes,
         &found.resource,
     )?;
+    callback.expect(pending.state.secret());
     match opener {
         Opener::Show(show) => show(pending.url.as_str()),
         Opener::Browser => {
@@ -81,7 +88,7 @@ pub async fn login(
             }
         }
     }
-    tracing::info!(upstream = %t.name, issuer = %meta.issuer, scopes = %scopes.join(" "), "waiting for the authorization server's answer");
+    tracing::info!(upstream = %t.name, issuer = %meta.issuer, scopes = %scopes.join(" "), redirect_uri = %callback.redirect_uri, "waiting for the authorization server's answer");
     let answer = tokio::time::timeout(LOGIN_TIMEOUT, callback.answer())
         .await
         .map_err(|_| {

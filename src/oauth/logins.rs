@@ -1,6 +1,7 @@
 //! [`Logins`]: the OAuth clients of a running daemon's upstreams, by server name, so
 //! that the status page's link (`POST /login/NAME` on the daemon's listener) can ask
-//! one that needs a login to open the browser now.
+//! one that needs a login to open the browser now; and the daemon's `/oauth/callback`
+//! route their logins are redirected to.
 //!
 //! Owns only the map; never a token. The lock is a std mutex held for a map lookup or
 //! insert, never across an await.
@@ -8,6 +9,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use super::callback::DaemonCallback;
 use super::UpstreamAuth;
 
 /// What `POST /login/NAME` found.
@@ -21,13 +23,20 @@ pub enum LoginAsked {
     Unknown,
 }
 
-/// The daemon's upstream OAuth clients, by server name (a reload replaces entries).
+/// The daemon's upstream OAuth clients, by server name (a reload replaces entries),
+/// and its listener as their redirect target.
 #[derive(Debug, Default)]
 pub struct Logins {
     by_name: Mutex<HashMap<String, Arc<UpstreamAuth>>>,
+    callback: Arc<DaemonCallback>,
 }
 
 impl Logins {
+    /// The daemon's `/oauth/callback` route.
+    pub fn callback(&self) -> &Arc<DaemonCallback> {
+        &self.callback
+    }
+
     pub fn register(&self, name: &str, auth: Arc<UpstreamAuth>) {
         self.lock().insert(name.to_owned(), auth);
     }

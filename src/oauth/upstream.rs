@@ -18,6 +18,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{StatusCode, Url};
 use tokio::sync::watch;
 
+use super::callback::DaemonCallback;
 use super::challenge::{split_scopes, Challenge};
 use super::login::{self, Opener, Target};
 use super::store::{Grant, TokenStore};
@@ -61,6 +62,8 @@ pub struct UpstreamAuth {
     store: Arc<TokenStore>,
     /// Follows no redirect (the OAuth endpoints must not be redirected).
     http: reqwest::Client,
+    /// `serve`'s own listener as the redirect target (when it is a loopback one).
+    daemon: Option<Arc<DaemonCallback>>,
     /// A std mutex: read on every upstream request (the bearer), never held across an
     /// await, critical sections of a few field reads.
     state: Mutex<AuthState>,
@@ -104,6 +107,7 @@ impl UpstreamAuth {
         url: Url,
         cfg: OAuthServerConfig,
         store: Arc<TokenStore>,
+        daemon: Option<Arc<DaemonCallback>>,
     ) -> Arc<UpstreamAuth> {
         Arc::new(UpstreamAuth {
             name: name.to_owned(),
@@ -111,6 +115,7 @@ impl UpstreamAuth {
             cfg,
             store,
             http: http_client(),
+            daemon,
             state: Mutex::new(AuthState::default()),
             challenges: watch::Sender::new(0),
             waiting: std::sync::atomic::AtomicBool::new(false),
@@ -127,6 +132,7 @@ impl UpstreamAuth {
         headers: &std::collections::BTreeMap<String, String>,
         store: Arc<TokenStore>,
         interactive: bool,
+        daemon: Option<Arc<DaemonCallback>>,
     ) -> Option<Arc<UpstreamAuth>> {
         if headers
             .keys()
@@ -137,7 +143,7 @@ impl UpstreamAuth {
         let url = Url::parse(url).ok()?;
         let mut cfg = server.oauth.clone().unwrap_or_default();
         cfg.auto_login &= interactive;
-        Some(UpstreamAuth::new(&server.name, url, cfg, store))
+        Some(UpstreamAuth::new(&server.name, url, cfg, store, daemon))
     }
 
     /// The access token to send, if there is one.
@@ -286,6 +292,7 @@ impl UpstreamAuth {
             cfg: &self.cfg,
             store: &self.store,
             http: &self.http,
+            daemon: self.daemon.as_ref(),
         };
         let attempt = || Box::pin(login::login(&t, ch.as_ref(), &held, Opener::Browser));
         let mut running = try_auto.then(attempt);
@@ -376,7 +383,13 @@ mod tests {
         })
         .unwrap();
         let url = Url::parse("https://mcp.example/mcp").unwrap();
-        UpstreamAuth::new("up", url, OAuthServerConfig::default(), Arc::new(store))
+        UpstreamAuth::new(
+            "up",
+            url,
+            OAuthServerConfig::default(),
+            Arc::new(store),
+            None,
+        )
     }
 
     fn challenge(status: u16, value: &str) -> (StatusCode, HeaderMap) {

@@ -282,12 +282,14 @@ pub fn spawn_upstream(
         }
         UpstreamTransport::Http { url, headers } => {
             let auth = oauth.and_then(|ctx| {
+                let daemon = ctx.logins.as_ref().map(|l| l.callback().clone());
                 let auth = crate::oauth::UpstreamAuth::for_server(
                     &config,
                     &url,
                     &headers,
                     ctx.store,
                     ctx.interactive,
+                    daemon,
                 )?;
                 if let Some(logins) = &ctx.logins {
                     logins.register(&config.name, auth.clone());

@@ -209,6 +209,10 @@ pub async fn serve_http_observed(
             router = router.route("/reload", axum::routing::post(observe_view));
         }
         router = router.route("/login/{name}", axum::routing::post(observe_view));
+        router = router.route(
+            crate::oauth::callback::DAEMON_CALLBACK_PATH,
+            axum::routing::get(oauth_callback),
+        );
     }
     let router = router.fallback(profile_endpoint).with_state(app.clone());
     if let Ok(addr) = listener.local_addr() {
@@ -255,6 +259,28 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
             crate::observe::login(observe.logins.as_deref(), &name)
         }
         _ => crate::observe::page(),
+    }
+}
+
+/// An OAuth login's redirect back to the daemon (`/oauth/callback`). A browser sends
+/// no bearer token, so only the Origin and Host guards apply; the answer reaches only
+/// the login whose `state` it carries.
+async fn oauth_callback(State(app): State<Arc<App>>, req: Request) -> Response {
+    if let Err(resp) = guard_request(&app, req.headers(), None) {
+        return resp;
+    }
+    let Some(logins) = app.observe.as_ref().and_then(|o| o.logins.as_ref()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let query = req.uri().query().unwrap_or_default();
+    if logins.callback().deliver(query) {
+        axum::response::Html(crate::oauth::callback::DONE_PAGE).into_response()
+    } else {
+        (
+            StatusCode::BAD_REQUEST,
+            axum::response::Html(crate::oauth::callback::FAILED_PAGE),
+        )
+            .into_response()
     }
 }
 

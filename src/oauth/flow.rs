@@ -223,7 +223,16 @@ fn describe<RE: std::error::Error + 'static>(
             }
             s
         }
-        oauth2::RequestTokenError::Request(e) => format!("request failed: {e}"),
+        oauth2::RequestTokenError::Request(e) => {
+            // The whole chain: "client error" alone does not say what went wrong.
+            let mut s = format!("request failed: {e}");
+            let mut src = e.source();
+            while let Some(inner) = src {
+                s.push_str(&format!(": {inner}"));
+                src = inner.source();
+            }
+            s
+        }
         oauth2::RequestTokenError::Parse(e, _) => format!("unreadable answer: {e}"),
         oauth2::RequestTokenError::Other(s) => s.clone(),
     }

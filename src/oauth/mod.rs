@@ -67,9 +67,13 @@ pub enum OAuthError {
 }
 
 /// The HTTP client of every OAuth request: follows no redirect (the `oauth2` crate's
-/// advice against SSRF), bounded in time.
+/// advice against SSRF), bounded in time, and keeps no idle connection: OAuth requests
+/// are few and far apart (a login waits for a person between the metadata and the
+/// token request), and a pooled connection the server closed meanwhile would fail the
+/// request written on it.
 pub fn http_client() -> reqwest::Client {
     reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
         .redirect(reqwest::redirect::Policy::none())
         .connect_timeout(CONNECT_TIMEOUT)
         .timeout(REQUEST_TIMEOUT)

@@ -7,6 +7,7 @@ pub mod message;
 pub mod methods;
 pub mod modern;
 pub mod tag;
+pub mod tool_headers;
 
 pub use message::{
     code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,

@@ -34,7 +34,7 @@ pub const STORE_POLL: Duration = Duration::from_secs(1);
 /// server that keeps answering 403 whatever is granted must not loop forever.
 pub const MAX_STEP_UPS: u32 = 2;
 
-/// Refresh this long before the access token expires (at most; a fifth of the
+/// Refresh this long before the access token expires (at most; a third of the
 /// token's lifetime for short-lived tokens).
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
@@ -177,7 +177,7 @@ impl UpstreamAuth {
         }
         let expires = g.expires_at?;
         let lifetime = expires.saturating_sub(g.issued_at.unwrap_or(expires));
-        let margin = REFRESH_MARGIN.as_secs().min(lifetime / 5).max(1);
+        let margin = REFRESH_MARGIN.as_secs().min(lifetime / 3).max(1);
         Some(Duration::from_secs(
             expires
                 .saturating_sub(margin)
@@ -476,7 +476,7 @@ mod tests {
         let d = a.refresh_in().unwrap();
         assert!(
             d <= Duration::from_secs(8) && d >= Duration::from_secs(6),
-            "a fifth of 10 s: {d:?}"
+            "a third of 10 s: {d:?}"
         );
         a.install(grant(10, false));
         assert_eq!(a.refresh_in(), None, "nothing to refresh with");

@@ -1,6 +1,6 @@
 //! Opening the authorization URL: `$BROWSER` when set (the command, with the URL as
 //! its last argument, or in place of `%s`), else the platform's opener (`open` on
-//! macOS, `start` on Windows, `xdg-open` elsewhere).
+//! macOS, the URL handler on Windows, `xdg-open` elsewhere).
 //!
 //! Never waits for the browser to close: the child is reaped in the background.
 
@@ -35,8 +35,9 @@ pub fn open(url: &str) -> Result<(), String> {
             c
         }
         None if cfg!(windows) => {
-            let mut c = tokio::process::Command::new("cmd");
-            c.args(["/C", "start", ""]).arg(url);
+            // Not `cmd /C start`: cmd would split the URL at its `&`s.
+            let mut c = tokio::process::Command::new("rundll32.exe");
+            c.arg("url.dll,FileProtocolHandler").arg(url);
             c
         }
         None => {

@@ -7,7 +7,8 @@
 //! 6 s access-token lifetime refreshed (with rotation) with no client error; the refresh
 //! token revoked → "needs login" in `/status` and `/metrics` and a client error naming
 //! `mcpmux login up`; a new login → served again with the subscription back. It also checks
-//! the file token store (mode 0600) and searches every log line of `serve`, `login` and
+//! that the token one client sends mcpmux never reaches the server, the file token store
+//! (mode 0600), and searches every log line of `serve`, `login` and
 //! `connect` for every access and refresh token it saw: none may appear.
 
 #[path = "interop/harness.rs"]

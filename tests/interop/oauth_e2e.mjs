@@ -26,7 +26,8 @@
 //      client's call fails with an error naming `mcpmux login up`.
 //   5. `mcpmux login up` again: served again, the subscription is back (a second upstream
 //      subscribe), a bump reaches all five clients.
-//   6. No token (access or refresh, any generation) appears in any log line of mcpmux
+//   6. The token one client sends mcpmux never reaches the server (no passthrough). No
+//      token (access or refresh, any generation) appears in any log line of mcpmux
 //      serve, mcpmux login or mcpmux connect; the token file has mode 0600.
 //
 // Prints one JSON line (what was observed); exit 0 when every step held, 1 with a message
@@ -151,7 +152,9 @@ asServer.on("request", async (req, res) => {
 });
 
 // ---- the MCP server (resource server) ------------------------------------------------
-const stats = { initializes: 0, subscribes: 0, unsubscribes: 0, rejected: 0, tokens: new Set() };
+const stats = { initializes: 0, subscribes: 0, unsubscribes: 0, rejected: 0, tokens: new Set(), headers: new Set() };
+// What one HTTP client sends mcpmux as its own token: it must never reach the server.
+const DOWNSTREAM_TOKEN = "downstream-client-token-must-stay-here";
 const prmUrl = `http://127.0.0.1:${mcpPort}/.well-known/oauth-protected-resource/mcp`;
 const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
 const subscribed = new Set();
@@ -173,6 +176,7 @@ function nextSeen(pred, what) {
 async function authorize(req, res, next) {
   const challenge = `Bearer resource_metadata="${prmUrl}", scope="mcp:read"`;
   const h = req.headers.authorization ?? "";
+  stats.headers.add(h);
   if (!h.startsWith("Bearer ")) {
     return res.status(401).set("WWW-Authenticate", challenge).json({ error: "invalid_token" });
   }
@@ -385,9 +389,11 @@ async function addClient(kind) {
     me.updates++;
     for (const w of me.waiters.splice(0)) w();
   });
+  // The first HTTP client sends mcpmux a token of its own.
+  const own = kind === "http" && clients.length === 0 ? { requestInit: { headers: { Authorization: `Bearer ${DOWNSTREAM_TOKEN}` } } } : {};
   const transport =
     kind === "http"
-      ? new StreamableHTTPClientTransport(new URL(mcpmuxUrl))
+      ? new StreamableHTTPClientTransport(new URL(mcpmuxUrl), own)
       : new StdioClientTransport({ command: bin, args: ["connect", mcpmuxUrl], stderr: "pipe", env });
   if (kind === "connect") transport.stderr?.on("data", (d) => logs.connect.push(String(d)));
   await bounded(c.connect(transport), `${kind} client to connect`);
@@ -516,7 +522,9 @@ try {
   report.link = { subscribes: stats.subscribes };
   step("the status page's link: browser opened by the daemon, served again");
 
-  // 6. No token in any log line.
+  // 6. No client's token upstream, and no token in any log line.
+  const passed = [...stats.headers].filter((h) => h.includes(DOWNSTREAM_TOKEN));
+  check(passed.length === 0, "a client's own token reached the server");
   storedGrant();
   const secrets = [...stats.tokens, ...refreshTokens];
   const lines = [...logs.serve, ...logs.login, ...logs.connect.join("").split("\n")];

@@ -6,7 +6,9 @@
 //! `mcpmux connect`): one login and one upstream session and subscription shared by all; a
 //! 6 s access-token lifetime refreshed (with rotation) with no client error; the refresh
 //! token revoked → "needs login" in `/status` and `/metrics` and a client error naming
-//! `mcpmux login up`; a new login → served again with the subscription back. It also checks
+//! `mcpmux login up`; a new login → served again with the subscription back; after a
+//! second revocation, the status page's link (`POST /login/up`) → the daemon opens the
+//! browser itself, the redirect comes back to its own listener, served again. It also checks
 //! that the token one client sends mcpmux never reaches the server, the file token store
 //! (mode 0600), and searches every log line of `serve`, `login` and
 //! `connect` for every access and refresh token it saw: none may appear.

@@ -195,3 +195,47 @@ impl Drop for AbortOnDrop {
         self.0.abort();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_daemon_route_hands_an_answer_only_to_the_login_with_its_state() {
+        let d = Arc::new(DaemonCallback::default());
+        assert!(
+            Callback::on_daemon(&d).is_none(),
+            "no loopback listener yet"
+        );
+        d.set_base("http://127.0.0.1:7878".into());
+        let mut cb = Callback::on_daemon(&d).unwrap();
+        assert_eq!(cb.redirect_uri, "http://127.0.0.1:7878/oauth/callback");
+        cb.expect("s1");
+        assert!(!d.deliver("code=c&state=other"), "another login's state");
+        assert!(!d.deliver("code=c"), "no state at all");
+        assert!(d.deliver("code=c1&state=s1&iss=https%3A%2F%2Fas"));
+        let a = cb.answer().await.unwrap();
+        assert_eq!(a.code.as_deref(), Some("c1"));
+        assert_eq!(a.iss.as_deref(), Some("https://as"));
+        drop(cb);
+        assert!(
+            !d.deliver("code=c2&state=s1"),
+            "a finished login takes no answer"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_listener_of_its_own_answers_on_a_loopback_port() {
+        let mut cb = Callback::bind(0).await.unwrap();
+        assert!(Callback::port_of(&cb.redirect_uri).is_some_and(|p| p != 0));
+        let body = reqwest::get(format!("{}?error=access_denied&state=x", cb.redirect_uri))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(body.contains("did not complete"), "{body}");
+        let a = cb.answer().await.unwrap();
+        assert_eq!(a.error.as_deref(), Some("access_denied"));
+    }
+}

@@ -21,6 +21,8 @@
 //! - [`telemetry`]: OpenTelemetry over OTLP/HTTP (spans, two histograms), W3C trace
 //!   context in `_meta`; off unless configured.
 //! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
+//! - [`oauth`]: mcpmux as the OAuth client of HTTP upstreams that ask for it
+//!   (discovery, registration, PKCE login, refresh, the token store).
 //! - [`import`]: `mcpmux import`, host JSON configs (Claude Desktop, Cursor, VS Code,
 //!   Windsurf) → an mcpmux config. Used by the command only.
 //!
@@ -44,6 +46,7 @@ pub mod fdlimit;
 pub mod fleet;
 pub mod hub;
 pub mod import;
+pub mod oauth;
 pub mod observe;
 pub mod protocol;
 pub mod run;

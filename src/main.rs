@@ -64,6 +64,26 @@ enum Cmd {
     /// Ask a running daemon to re-read its configuration (as SIGHUP does); non-zero
     /// exit when it refused the new one (the running configuration stays).
     Reload(DaemonArgs),
+    /// Log in to an HTTP server that asks for OAuth; a running daemon picks the
+    /// login up without a restart.
+    Login {
+        /// The server's name (`[servers.NAME]`).
+        name: String,
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Print the authorization URL (on stdout) instead of opening a browser.
+        #[arg(long)]
+        no_browser: bool,
+    },
+    /// Forget the tokens of an HTTP server's login.
+    Logout {
+        /// The server's name (`[servers.NAME]`).
+        name: String,
+        /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
+        #[arg(short, long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Bridge stdin/stdout to a running mcpmux over Streamable HTTP.
     Connect {
         /// The daemon's MCP endpoint, e.g. http://127.0.0.1:7878/mcp.
@@ -223,6 +243,26 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             let path = config::resolve_path(config.clone());
             serve(load(config)?, path).await
         }
+        Cmd::Login {
+            name,
+            config,
+            no_browser,
+        } => {
+            let show = |url: &str| {
+                eprintln!("Open this URL in a browser to log in to {name}:");
+                println!("{url}");
+            };
+            let done = mcpmux::oauth::cli::login(&load(config)?, &name, no_browser, &show).await?;
+            eprintln!("{done}");
+            Ok(())
+        }
+        Cmd::Logout { name, config } => {
+            eprintln!(
+                "{}",
+                mcpmux::oauth::cli::logout(&load(config)?, &name).await?
+            );
+            Ok(())
+        }
         Cmd::Reload(daemon) => reload(daemon).await,
         Cmd::Status(daemon) => status(daemon).await,
         Cmd::Stdio { config, profile } => stdio(load(config)?, profile).await,
@@ -333,7 +373,11 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {} ([listen].http)", cfg.listen.http))?;
     let addr = listener.local_addr()?;
-    let core = Core::start(&cfg);
+    // OAuth logins come back to this listener when it is a loopback one.
+    let core = Core::start_with(
+        &cfg,
+        addr.ip().is_loopback().then(|| format!("http://{addr}")),
+    );
     let shutdown = CancellationToken::new();
     let mut settings = HttpSettings::from_config(&cfg.listen, &cfg.limits, token);
     settings.profiles = ProfileEndpoints::new(core.profile_endpoints()?);
@@ -349,6 +393,7 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         Some(mcpmux::observe::Observe {
             snapshots: core.hub.snapshots(),
             reload: Some(reload_tx),
+            logins: Some(core.logins.clone()),
         }),
         shutdown.clone(),
     ));

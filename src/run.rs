@@ -21,6 +21,8 @@ pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 /// The running core: the hub and one actor per upstream.
 pub struct Core {
     pub hub: HubHandle,
+    /// The upstreams' OAuth clients by name, for the status page's login link.
+    pub logins: std::sync::Arc<crate::oauth::Logins>,
     hub_stop: CancellationToken,
     hub_task: tokio::task::JoinHandle<()>,
     upstream_stop: CancellationToken,
@@ -62,13 +64,27 @@ impl ProfileIds {
     }
 }
 
+/// The OAuth token store `[auth]` names; `None` (OAuth off, said once in the log)
+/// when it cannot be placed (no config directory and no `store_dir`).
+fn oauth_store(config: &Config) -> Option<std::sync::Arc<crate::oauth::TokenStore>> {
+    match crate::oauth::TokenStore::new(&config.auth) {
+        Ok(s) => Some(std::sync::Arc::new(s)),
+        Err(e) => {
+            tracing::warn!(error = %e, "OAuth toward upstreams is off");
+            None
+        }
+    }
+}
+
 /// Builds the hub's slot for one server and starts its actor. `gated` holds the actor
 /// until [`UpstreamHandle::start`] (a `lazy` server, or one added by a reload before
 /// the hub knows it).
+#[allow(clippy::too_many_arguments)]
 fn start_slot(
     id: UpstreamId,
     server: &ServerConfig,
     config: &Config,
+    logins: &std::sync::Arc<crate::oauth::Logins>,
     link: &UpstreamLink,
     stop: CancellationToken,
     tracker: &TaskTracker,
@@ -99,6 +115,11 @@ fn start_slot(
             link.clone(),
             stop,
             tracker,
+            oauth_store(config).map(|store| crate::oauth::OAuthCtx {
+                store,
+                interactive: true,
+                logins: Some(logins.clone()),
+            }),
         ),
         status: if server.lazy {
             UpstreamStatus::Idle
@@ -113,6 +134,12 @@ fn start_slot(
 impl Core {
     /// Starts the hub and every upstream.
     pub fn start(config: &Config) -> Core {
+        Core::start_with(config, None)
+    }
+
+    /// [`Core::start`], with the base URL of `serve`'s listener when it is a loopback
+    /// one: OAuth logins are redirected to its `/oauth/callback`.
+    pub fn start_with(config: &Config, callback_base: Option<String>) -> Core {
         let hub_stop = CancellationToken::new();
         let upstream_stop = CancellationToken::new();
         let tracker = TaskTracker::new();
@@ -122,6 +149,10 @@ impl Core {
             .clone()
             .map(|f| (f, upstream_stop.child_token()));
         let mut views = ProfileIds::default();
+        let logins = std::sync::Arc::new(crate::oauth::Logins::default());
+        if let Some(base) = callback_base {
+            logins.callback().set_base(base);
+        }
         let (hub, hub_task) = spawn_hub_with_fleet(
             views.settings(config),
             |hub| {
@@ -137,6 +168,7 @@ impl Core {
                             UpstreamId(i),
                             server,
                             config,
+                            &logins,
                             hub,
                             stop,
                             &tracker,
@@ -150,6 +182,7 @@ impl Core {
         );
         Core {
             hub,
+            logins,
             hub_stop,
             hub_task,
             upstream_stop,
@@ -304,6 +337,7 @@ impl Core {
                 id,
                 server,
                 &new,
+                &self.logins,
                 self.hub.upstreams(),
                 stop,
                 &self.tracker,

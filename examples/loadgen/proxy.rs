@@ -107,6 +107,7 @@ impl Proxy {
             Some(mcpmux::observe::Observe {
                 snapshots: core.hub.snapshots(),
                 reload: None,
+                logins: None,
             }),
             stop.clone(),
         ));

@@ -40,6 +40,7 @@
 //!   `cwd`, `url` and `headers` values, and nowhere else. `$${` is a literal `${`.
 
 mod expand;
+mod oauth;
 mod problem;
 mod profile;
 mod server;
@@ -55,6 +56,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use expand::{expand as expand_env, ExpandError};
+pub use oauth::{AuthConfig, OAuthServerConfig, TokenStoreKind};
 use problem::{line_of_offset, Problem};
 pub use profile::ProfileConfig;
 pub use server::*;
@@ -251,6 +253,9 @@ pub struct Config {
     /// one instance on its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fleet: Option<FleetConfig>,
+    /// `[auth]`: where upstream OAuth tokens are kept.
+    #[serde(default, skip_serializing_if = "AuthConfig::is_default")]
+    pub auth: AuthConfig,
     /// Upstreams in config order (the order decides collisions).
     #[serde(default)]
     pub servers: indexmap_like::OrderedServers,

@@ -75,6 +75,10 @@ pub struct ServerConfig {
     /// The server's own tool name → the description clients see.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub tool_descriptions: BTreeMap<String, String>,
+    /// `[servers.NAME.oauth]`: how mcpmux logs in when the server asks for OAuth (HTTP
+    /// only). Absent = the defaults: mcpmux still logs in when the server asks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<super::OAuthServerConfig>,
 }
 
 /// The protocol era mcpmux uses with one upstream server.

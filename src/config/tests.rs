@@ -633,3 +633,43 @@ fn telemetry_needs_an_http_endpoint_and_a_ratio_in_range() {
     let e = err(&format!("[telemetry]\nendpoint = \"x\"\n{ONE_SERVER}"));
     assert!(e.contains("unknown field `endpoint`"), "{e}");
 }
+
+#[test]
+fn oauth_keys_and_the_auth_table_parse_with_defaults() {
+    let c = ok(
+        "[auth]\nstore = \"file\"\nstore_dir = \"/var/lib/mcpmux\"\n\n[servers.r]\nurl = \"https://x/mcp\"\n\n\
+         [servers.r.oauth]\nclient_id = \"abc\"\nclient_secret_env = \"R_SECRET\"\nscopes = [\"read\", \"write\"]\n",
+    );
+    assert_eq!(c.auth.store, TokenStoreKind::File);
+    let o = c.servers.0[0].oauth.clone().unwrap();
+    assert_eq!(o.client_id.as_deref(), Some("abc"));
+    assert!(o.auto_login, "auto_login defaults to true");
+    assert_eq!(ok(ONE_SERVER).auth, AuthConfig::default());
+    // `check` prints what parses back, and never the secret (only its variable's name).
+    let shown = c.to_toml_redacted();
+    assert!(
+        shown.contains("client_secret_env = \"R_SECRET\""),
+        "{shown}"
+    );
+    assert_eq!(parse(&shown, ORIGIN).unwrap().auth, c.auth);
+}
+
+#[test]
+fn oauth_mistakes_are_named() {
+    let e = err("[servers.a]\ncommand = \"a\"\n[servers.a.oauth]\nclient_id = \"x\"\n");
+    assert!(
+        e.contains("servers.a.oauth only applies to an HTTP upstream"),
+        "{e}"
+    );
+    let e = err("[servers.r]\nurl = \"https://x\"\n[servers.r.oauth]\nclient_metadata_url = \"http://x/cimd.json\"\n");
+    assert!(
+        e.contains("servers.r.oauth.client_metadata_url must be an https URL"),
+        "{e}"
+    );
+    let e = err("[servers.r]\nurl = \"https://x\"\n[servers.r.oauth]\nclient_secret_env = \"S\"\n");
+    assert!(e.contains("needs `client_id` beside it"), "{e}");
+    let e = err("[servers.r]\nurl = \"https://x\"\n[servers.r.oauth]\nscopes = [\"a b\"]\n");
+    assert!(e.contains("servers.r.oauth.scopes[0]"), "{e}");
+    let e = err("[auth]\nstore = \"vault\"\n[servers.a]\ncommand = \"a\"\n");
+    assert!(e.contains("vault"), "{e}");
+}

@@ -249,6 +249,11 @@ fn check_server(server: &ServerConfig) -> Result<(), Problem> {
                 let at = base.child("command");
                 return Err(invalid(&at, format!("{at} must not be empty")));
             }
+            if server.oauth.is_some() {
+                let at = base.child("oauth");
+                let message = format!("{at} only applies to an HTTP upstream (`url`)");
+                return Err(invalid(&at, message));
+            }
             if !server.headers.is_empty() {
                 let at = base.child("headers");
                 let message = format!("{at} only applies to an HTTP upstream (`url`)");
@@ -292,6 +297,49 @@ fn check_server(server: &ServerConfig) -> Result<(), Problem> {
         }
         if value.contains(['\r', '\n', '\0']) {
             let message = format!("{at} must not contain a line break or NUL byte");
+            return Err(invalid(&at, message));
+        }
+    }
+    if let Some(oauth) = &server.oauth {
+        let at = base.child("oauth");
+        if oauth
+            .client_id
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            let at = at.child("client_id");
+            return Err(invalid(&at, format!("{at} must not be empty")));
+        }
+        if oauth.client_secret_env.is_some() && oauth.client_id.is_none() {
+            let at = at.child("client_secret_env");
+            let message = format!(
+                "{at} needs `client_id` beside it (a secret belongs to a pre-registered client)"
+            );
+            return Err(invalid(&at, message));
+        }
+        if let Some(env) = &oauth.client_secret_env {
+            if env.is_empty() || env.contains(['=', '\0', '$']) {
+                let at = at.child("client_secret_env");
+                let message = format!("{at} is the name of an environment variable (got {env:?})");
+                return Err(invalid(&at, message));
+            }
+        }
+        if let Some(cimd) = &oauth.client_metadata_url {
+            let ok = reqwest::Url::parse(cimd)
+                .is_ok_and(|u| u.scheme() == "https" && u.path() != "/" && u.fragment().is_none());
+            if !ok {
+                let at = at.child("client_metadata_url");
+                let message = format!("{at} must be an https URL with a path, as a Client ID Metadata Document's URL is (got {cimd:?})");
+                return Err(invalid(&at, message));
+            }
+        }
+        if let Some(i) = oauth
+            .scopes
+            .iter()
+            .position(|s| s.is_empty() || s.contains(char::is_whitespace))
+        {
+            let at = at.child("scopes").at(i);
+            let message = format!("{at} must be one non-empty scope without whitespace");
             return Err(invalid(&at, message));
         }
     }

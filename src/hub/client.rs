@@ -122,9 +122,10 @@ impl Hub {
                 UpstreamStatus::Ready(_) => {
                     !u.catalog_synced && self.pending.catalog_in_flight(UpstreamId(i))
                 }
-                UpstreamStatus::Down { .. } | UpstreamStatus::Idle | UpstreamStatus::Removed => {
-                    false
-                }
+                UpstreamStatus::Down { .. }
+                | UpstreamStatus::NeedsLogin { .. }
+                | UpstreamStatus::Idle
+                | UpstreamStatus::Removed => false,
             })
     }
 

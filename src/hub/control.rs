@@ -191,6 +191,9 @@ impl Hub {
             UpstreamStatus::Starting | UpstreamStatus::Idle => {
                 format!("upstream {name} is not available (starting)")
             }
+            UpstreamStatus::NeedsLogin { reason } => {
+                format!("upstream {name} is not available: it {reason}")
+            }
             UpstreamStatus::Ready(_) => format!("upstream {name} is not available"),
             UpstreamStatus::Removed => {
                 format!("upstream {name} was removed from the configuration")

@@ -30,6 +30,10 @@ impl Hub {
             UpstreamEvent::Down { reason, retrying } => {
                 self.on_upstream_down(upstream, reason, retrying)
             }
+            UpstreamEvent::NeedsLogin { reason } => {
+                self.on_upstream_down(upstream, reason.clone(), true);
+                self.upstreams[upstream.0].status = UpstreamStatus::NeedsLogin { reason };
+            }
             UpstreamEvent::Message(msg, related) => match msg.kind() {
                 Kind::Response => self.on_upstream_response(upstream, msg),
                 Kind::Notification => self.on_upstream_notification(upstream, msg, &related),

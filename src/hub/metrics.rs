@@ -146,6 +146,12 @@ impl Hub {
                     UpstreamStatus::Down { reason, .. } => {
                         ("down", Some(reason.clone()), None, None)
                     }
+                    UpstreamStatus::NeedsLogin { reason } => (
+                        crate::observe::snapshot::NEEDS_LOGIN,
+                        Some(reason.clone()),
+                        None,
+                        None,
+                    ),
                     UpstreamStatus::Starting => ("starting", None, None, None),
                     UpstreamStatus::Idle => ("idle", None, None, None),
                     UpstreamStatus::Removed => ("removed", None, None, None),

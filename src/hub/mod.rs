@@ -180,6 +180,10 @@ pub enum UpstreamStatus {
         reason: String,
         retrying: bool,
     },
+    /// Waiting for an OAuth login (`reason` names `mcpmux login NAME`).
+    NeedsLogin {
+        reason: String,
+    },
     /// Removed by a config reload: its id is never reused, its events are ignored.
     Removed,
 }

@@ -26,6 +26,8 @@ pub enum Transport {
     Http {
         url: String,
         headers: BTreeMap<String, String>,
+        /// `[servers.NAME.oauth] client_id` (from mcp-remote's static client info).
+        client_id: Option<String>,
     },
 }
 
@@ -320,11 +322,42 @@ pub fn map_entry(fields: &[Field], ctx: &Ctx<'_>) -> Result<(Transport, Vec<Fiel
             }
             None => None,
         };
-        Transport::Stdio {
-            command,
-            args,
-            env,
-            cwd,
+        match super::remote::recognize(&command, &args) {
+            None => Transport::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            },
+            Some(remote) => {
+                // mcp-remote logs in per host; mcpmux logs in once for all of them.
+                let remote = remote?;
+                let msg = "runs mcp-remote: written as a native `url =` server that mcpmux \
+                           logs in to itself, once for every host (`mcpmux login NAME`)";
+                note("command", f.line, NoteKind::Changed, msg.to_owned());
+                for n in remote.notes {
+                    note("args", f.line, NoteKind::Changed, n);
+                }
+                for k in env.keys() {
+                    let msg = "not imported: an HTTP server has no environment (set it \
+                               where mcpmux runs if a header uses it)";
+                    note(
+                        &format!("env.{k}"),
+                        f.line,
+                        NoteKind::NotImported,
+                        msg.to_owned(),
+                    );
+                }
+                if cwd.is_some() {
+                    let msg = "not imported: an HTTP server has no working directory";
+                    note("cwd", f.line, NoteKind::NotImported, msg.to_owned());
+                }
+                Transport::Http {
+                    url: remote.url,
+                    headers: remote.headers,
+                    client_id: remote.client_id,
+                }
+            }
         }
     } else {
         let f = url.ok_or("not imported: an HTTP `type` but no `url`")?;
@@ -371,7 +404,11 @@ pub fn map_entry(fields: &[Field], ctx: &Ctx<'_>) -> Result<(Transport, Vec<Fiel
             })?,
             None => BTreeMap::new(),
         };
-        Transport::Http { url, headers }
+        Transport::Http {
+            url,
+            headers,
+            client_id: None,
+        }
     };
 
     for f in fields.iter().filter(|f| !used.contains(&f.key.as_str())) {

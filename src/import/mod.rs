@@ -9,12 +9,14 @@
 //! each host should run instead.
 //! Never: writes to a host config, starts or contacts a server, or drops anything
 //! without a report line. The rules live in `map.rs` and `vars.rs`, the reading in
-//! `source.rs`, the text in `render.rs`.
+//! `source.rs`, the text in `render.rs`; `mcp-remote URL` entries become native `url =`
+//! servers (`remote.rs`).
 //!
 //! The written file loads with `mcpmux check` once the variables it names are set: it
 //! is checked here with [`crate::config::parse_with_env`] before it is written.
 
 mod map;
+mod remote;
 mod render;
 mod source;
 #[cfg(test)]

@@ -183,7 +183,7 @@ pub fn config(files: &[HostFile], plan: &Plan, when: &str) -> String {
                 }
                 ("env", env)
             }
-            Transport::Http { url, headers } => {
+            Transport::Http { url, headers, .. } => {
                 let _ = writeln!(out, "url = {}", string(url));
                 ("headers", headers)
             }
@@ -193,6 +193,13 @@ pub fn config(files: &[HostFile], plan: &Plan, when: &str) -> String {
             for (k, v) in sub {
                 let _ = writeln!(out, "{} = {}", key(k), string(v));
             }
+        }
+        if let Transport::Http {
+            client_id: Some(id),
+            ..
+        } = &server.transport
+        {
+            let _ = writeln!(out, "\n[{table}.oauth]\nclient_id = {}", string(id));
         }
     }
     for (file, name, servers) in profiles(files, plan) {

@@ -49,7 +49,7 @@ fn stdio(plan: &Plan, name: &str) -> (String, Vec<String>, Vec<(String, String)>
 fn http(plan: &Plan, name: &str) -> (String, Vec<(String, String)>) {
     let server = plan.servers.iter().find(|s| s.name == name).expect(name);
     match &server.transport {
-        Transport::Http { url, headers } => (
+        Transport::Http { url, headers, .. } => (
             url.clone(),
             headers
                 .iter()
@@ -619,4 +619,59 @@ fn toml_strings_and_keys_are_quoted_when_needed() {
     assert_eq!(render::key("plain_key-1"), "plain_key-1");
     assert_eq!(render::key("a.b"), r#""a.b""#);
     assert_eq!(render::key(""), r#""""#);
+}
+
+#[test]
+fn mcp_remote_entries_become_native_url_servers_with_each_change_reported() {
+    let text = r#"{"mcpServers": {
+        "linear": {"command": "npx", "args": ["-y", "mcp-remote", "https://mcp.linear.app/mcp",
+            "--header", "X-Team: ${TEAM}", "--static-oauth-client-info", "{\"client_id\":\"lin-1\",\"client_secret\":\"hush\"}"],
+            "env": {"TEAM": "core"}},
+        "old": {"command": "mcp-remote", "args": ["https://x.example/sse", "--transport", "sse-only"]}
+    }}"#;
+    let (files, plan) = import("/home/me/.config/Claude/claude_desktop_config.json", text);
+    let (url, headers) = http(&plan, "linear");
+    assert_eq!(url, "https://mcp.linear.app/mcp");
+    assert_eq!(headers, [("X-Team".to_owned(), "${TEAM}".to_owned())]);
+    let all = notes(&plan);
+    assert!(
+        has_note(
+            &plan,
+            NoteKind::Changed,
+            "mcpServers.linear.command",
+            "native `url =` server"
+        ),
+        "{all:?}"
+    );
+    assert!(
+        has_note(
+            &plan,
+            NoteKind::Changed,
+            "mcpServers.linear.args",
+            "client_secret"
+        ),
+        "{all:?}"
+    );
+    assert!(
+        has_note(
+            &plan,
+            NoteKind::NotImported,
+            "mcpServers.linear.env.TEAM",
+            "no environment"
+        ),
+        "{all:?}"
+    );
+    assert!(
+        has_note(&plan, NoteKind::Skipped, "mcpServers.old", "HTTP+SSE"),
+        "{all:?}"
+    );
+    let toml = render_config(&files, &plan, "now").expect("renders");
+    assert!(
+        toml.contains("[servers.linear.oauth]\nclient_id = \"lin-1\""),
+        "{toml}"
+    );
+    assert!(
+        !toml.contains("hush"),
+        "the secret is never written:\n{toml}"
+    );
 }

@@ -39,7 +39,7 @@ pub fn collect_variables(transport: &Transport, into: &mut BTreeSet<String>) {
             strings.extend(env.values());
             strings.extend(cwd);
         }
-        Transport::Http { url, headers } => {
+        Transport::Http { url, headers, .. } => {
             strings.push(url);
             strings.extend(headers.values());
         }

@@ -13,7 +13,7 @@ use prometheus_client::metrics::exemplar::Exemplar;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
-use super::snapshot::{Snapshot, LATENCY_BUCKETS};
+use super::snapshot::{Snapshot, LATENCY_BUCKETS, NEEDS_LOGIN};
 
 /// The content type of the exposition.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -65,6 +65,17 @@ impl Collector for SnapshotCollector {
             let labels: Labels<'_> = vec![("upstream", &u.name), ("state", u.state)];
             m.encode_family(&labels)?
                 .encode_gauge(&i64::from(u.state == "up"))?;
+        }
+        let mut m = enc.encode_descriptor(
+            "mcpmux_upstream_needs_login",
+            "1 when the upstream waits for an OAuth login (`mcpmux login NAME`), else 0.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for u in &s.upstreams {
+            let labels: Labels<'_> = vec![("upstream", &u.name)];
+            m.encode_family(&labels)?
+                .encode_gauge(&i64::from(u.state == NEEDS_LOGIN))?;
         }
         let mut m = enc.encode_descriptor(
             "mcpmux_upstream_era",

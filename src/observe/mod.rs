@@ -63,6 +63,34 @@ pub struct Observe {
     pub snapshots: SnapshotSource,
     /// Where `POST /reload` asks for a reload (none: the route answers 404).
     pub reload: Option<tokio::sync::mpsc::Sender<ReloadRequest>>,
+    /// The upstreams' OAuth clients, for `POST /login/NAME` (none: 404).
+    pub logins: Option<std::sync::Arc<crate::oauth::Logins>>,
+}
+
+/// `POST /login/NAME` (the status page's link): asks upstream NAME, when it needs a
+/// login, to open the browser for it now.
+pub fn login(logins: Option<&crate::oauth::Logins>, name: &str) -> Response {
+    use crate::oauth::LoginAsked;
+    let Some(logins) = logins else {
+        return (StatusCode::NOT_FOUND, "login is not available here").into_response();
+    };
+    match logins.ask(name) {
+        LoginAsked::Started => (
+            StatusCode::ACCEPTED,
+            format!("logging in to {name}: finish it in the browser mcpmux opened\n"),
+        )
+            .into_response(),
+        LoginAsked::NotWaiting => (
+            StatusCode::CONFLICT,
+            format!("{name} is not waiting for a login\n"),
+        )
+            .into_response(),
+        LoginAsked::Unknown => (
+            StatusCode::NOT_FOUND,
+            format!("no HTTP server {name} that logs in with OAuth\n"),
+        )
+            .into_response(),
+    }
 }
 
 /// `POST /reload`: asks the daemon to re-read its configuration.

@@ -9,6 +9,10 @@ use std::time::Duration;
 
 use crate::state::cache::CacheCounters;
 
+/// The `state` of an upstream waiting for an OAuth login, in `/status`, `mcpmux
+/// status`, the status page and `/metrics`.
+pub const NEEDS_LOGIN: &str = "needs login";
+
 /// Upper bounds of the request-latency histogram buckets, in seconds.
 pub const LATENCY_BUCKETS: [f64; 14] = [
     0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
@@ -47,7 +51,7 @@ pub struct MethodCount {
 #[derive(Debug, Clone)]
 pub struct UpstreamView {
     pub name: String,
-    /// `up`, `down`, `starting` or `idle`.
+    /// `up`, `down`, `starting`, `idle` or `needs login` ([`NEEDS_LOGIN`]).
     pub state: &'static str,
     /// Why it is down.
     pub reason: Option<String>,

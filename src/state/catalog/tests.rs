@@ -272,3 +272,25 @@ fn server_filters_and_renames_apply_in_every_view() {
         Some((A, "file:///public/a".into()))
     );
 }
+
+#[test]
+fn a_tool_with_invalid_x_mcp_header_annotations_is_neither_listed_nor_routed() {
+    let mut c = Catalog::new(naming(&[None]));
+    let bad = json!({"name": "bad", "inputSchema": {"type": "object", "properties":
+        {"v": {"type": "number", "x-mcp-header": "Score"}}}});
+    let good = json!({"name": "good", "inputSchema": {"type": "object", "properties":
+        {"v": {"type": "string", "x-mcp-header": "Region"}}}});
+    let page = Page {
+        items: vec![bad, good],
+        next: None,
+    };
+    c.record(A, ListKind::Tools, None, page.clone());
+    let shown = c.present(V, A, ListKind::Tools, &page.items);
+    assert_eq!(shown.len(), 1);
+    assert_eq!(shown[0]["name"], "good");
+    assert_eq!(c.route_name(V, ListKind::Tools, "bad", &[A]), None);
+    assert_eq!(
+        c.route_name(V, ListKind::Tools, "good", &[A]),
+        Some((A, "good".into()))
+    );
+}

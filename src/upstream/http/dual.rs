@@ -31,6 +31,7 @@ impl HttpUpstream {
         config.protocol = protocol;
         HttpUpstream {
             id: self.id,
+            auth: self.auth.clone(),
             config,
             restart: self.restart.clone(),
             max_message: self.max_message,

@@ -246,7 +246,7 @@ impl Router {
                 Some(UpstreamEvent::Ready(joined(legacy, modern)))
             }
             UpstreamEvent::Message(msg, related) => self.on_message(face, msg, related),
-            down @ UpstreamEvent::Down { .. } => Some(down),
+            down @ (UpstreamEvent::Down { .. } | UpstreamEvent::NeedsLogin { .. }) => Some(down),
         }
     }
 

@@ -42,7 +42,7 @@ impl GetStream {
         let mut failures: u32 = 0;
         let mut retry_hint: Option<Duration> = None;
         loop {
-            match self.ctx.get(last_event_id.as_deref()).send().await {
+            match wire::send(&self.ctx.endpoint, self.ctx.get(last_event_id.as_deref())).await {
                 Err(e) => {
                     tracing::debug!(upstream = %name, error = %error_chain(&e), "GET stream failed to connect");
                 }

@@ -33,9 +33,7 @@ pub(super) async fn handshake(
         session_id: None,
         protocol_version: None,
     };
-    let resp = fresh
-        .post(req.to_bytes())
-        .send()
+    let resp = wire::send(endpoint, fresh.post(req.to_bytes()))
         .await
         .map_err(|e| format!("initialize failed: {}", error_chain(&e)))?;
     let status = resp.status();
@@ -77,9 +75,7 @@ pub(super) async fn handshake(
             .filter(|v| !v.is_empty()),
     };
     let note = Message::notification(methods::INITIALIZED, None);
-    let resp = ctx
-        .post(note.to_bytes())
-        .send()
+    let resp = wire::send(endpoint, ctx.post(note.to_bytes()))
         .await
         .map_err(|e| format!("notifications/initialized failed: {}", error_chain(&e)))?;
     if !resp.status().is_success() {

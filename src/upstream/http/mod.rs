@@ -54,6 +54,7 @@ use super::driver::{self, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed};
 use super::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
+use crate::oauth::{Prepared, UpstreamAuth};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
 use get_stream::GetStream;
@@ -83,6 +84,8 @@ pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub(crate) struct HttpUpstream {
     pub id: UpstreamId,
+    /// Its OAuth client (shared by both faces of a dual server), when mcpmux logs in.
+    pub auth: Option<Arc<UpstreamAuth>>,
     pub config: ServerConfig,
     pub restart: RestartConfig,
     /// `limits.max_message_bytes`: bound on one JSON body or SSE event.
@@ -129,7 +132,10 @@ impl HttpUpstream {
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
-        Endpoint::new(&self.config.name, &url, &headers, client, self.max_message)
+        let mut endpoint =
+            Endpoint::new(&self.config.name, &url, &headers, client, self.max_message)?;
+        endpoint.auth = self.auth.clone();
+        Ok(endpoint)
     }
 
     async fn session(
@@ -312,7 +318,72 @@ struct Sessions<'a> {
 
 impl Transport for Sessions<'_> {
     async fn session(&self, rx: &mut mpsc::Receiver<UpstreamCmd>) -> SessionEnd {
-        self.up.session(&self.endpoint, rx).await
+        let Some(auth) = &self.up.auth else {
+            return self.up.session(&self.endpoint, rx).await;
+        };
+        self.authorized_session(auth, rx).await
+    }
+}
+
+impl Sessions<'_> {
+    /// A session of an upstream mcpmux logs in to: first a usable token (refreshed,
+    /// or from a login while the hub shows "needs login"); the session ends when a
+    /// response challenges the token (the next one deals with it), and the token is
+    /// refreshed before it expires.
+    async fn authorized_session(
+        &self,
+        auth: &UpstreamAuth,
+        rx: &mut mpsc::Receiver<UpstreamCmd>,
+    ) -> SessionEnd {
+        let up = self.up;
+        loop {
+            let prepared = tokio::select! {
+                p = auth.prepare() => p,
+                _ = up.shutdown.cancelled() => return SessionEnd::Shutdown,
+            };
+            match prepared {
+                Prepared::Ready => break,
+                Prepared::Failed(why) => return SessionEnd::Died(why),
+                Prepared::NeedsLogin(reason) => {
+                    tracing::warn!(upstream = %up.config.name, %reason, "upstream needs a login");
+                    if up
+                        .hub
+                        .send(up.id, UpstreamEvent::NeedsLogin { reason })
+                        .await
+                        .is_err()
+                    {
+                        return SessionEnd::Shutdown;
+                    }
+                    tokio::select! {
+                        _ = auth.login_or_wait() => {}
+                        _ = up.shutdown.cancelled() => return SessionEnd::Shutdown,
+                    }
+                    // Whatever the hub queued meanwhile was for no session.
+                    while rx.try_recv().is_ok() {}
+                }
+            }
+        }
+        let mut challenges = auth.challenges();
+        challenges.mark_unchanged();
+        let run = up.session(&self.endpoint, rx);
+        tokio::pin!(run);
+        loop {
+            let refresh = auth
+                .refresh_in()
+                .map(|d| d.max(crate::oauth::upstream::MIN_REFRESH_GAP));
+            tokio::select! {
+                end = &mut run => return end,
+                _ = challenges.changed() => {
+                    return SessionEnd::Expired {
+                        reason: "the server asks for authorization".into(),
+                        orphans: Vec::new(),
+                    };
+                }
+                _ = tokio::time::sleep(refresh.unwrap_or_default()), if refresh.is_some() => {
+                    auth.refresh_now().await;
+                }
+            }
+        }
     }
 }
 

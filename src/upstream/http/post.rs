@@ -76,7 +76,7 @@ impl Post {
             Err(_) => (None, None),
         };
         let name = &self.ctx.endpoint.name;
-        let resp = match self.ctx.post(bytes).send().await {
+        let resp = match wire::send(&self.ctx.endpoint, self.ctx.post(bytes)).await {
             Ok(r) => r,
             Err(e) => {
                 let what = format!("HTTP request failed: {}", error_chain(&e));
@@ -228,10 +228,7 @@ impl Post {
 
     /// Reopens a POST's stream after `last_event_id` (SEP-1699: always with GET).
     async fn resume(&self, last_event_id: &str) -> Result<wire::Events, String> {
-        let resp = self
-            .ctx
-            .get(Some(last_event_id))
-            .send()
+        let resp = wire::send(&self.ctx.endpoint, self.ctx.get(Some(last_event_id)))
             .await
             .map_err(|e| format!("resuming the stream failed: {}", error_chain(&e)))?;
         let status = resp.status();

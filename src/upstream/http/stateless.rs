@@ -60,8 +60,7 @@ impl probe::Discover for Discoverer<'_> {
         let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
         let params = stateless::discover_params(self.capabilities);
         let req = Message::request(&id, methods::SERVER_DISCOVER, Some(&params));
-        let resp = post(&ctx, &req, &[])
-            .send()
+        let resp = wire::send(endpoint, post(&ctx, &req, &[]))
             .await
             .map_err(|e| format!("server/discover failed: {}", error_chain(&e)))?;
         let status = resp.status();
@@ -259,7 +258,7 @@ impl StatelessPost {
     ) -> Option<String> {
         let max = self.ctx.endpoint.max_message;
         let name = &self.ctx.endpoint.name;
-        let resp = match post(&self.ctx, msg, param_headers).send().await {
+        let resp = match wire::send(&self.ctx.endpoint, post(&self.ctx, msg, param_headers)).await {
             Ok(r) => r,
             Err(e) => return Some(format!("HTTP request failed: {}", error_chain(&e))),
         };

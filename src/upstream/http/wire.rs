@@ -12,9 +12,12 @@ use std::pin::Pin;
 use bytes::{Bytes, BytesMut};
 use eventsource_stream::{Event, Eventsource};
 use futures_util::{Stream, StreamExt};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use std::sync::Arc;
+
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
 use reqwest::{Method, RequestBuilder, Response, StatusCode};
 
+use crate::oauth::UpstreamAuth;
 use crate::protocol::{code, Incoming, Message, RawId};
 
 /// `Accept` on every POST: the spec requires both (the TS server answers 406 otherwise).
@@ -40,6 +43,10 @@ pub(super) struct Endpoint {
     pub headers: HeaderMap,
     /// `limits.max_message_bytes`: bound on a JSON body or one SSE event.
     pub max_message: usize,
+    /// The upstream's OAuth client, when mcpmux logs in to it (no `Authorization`
+    /// header configured): the bearer token of every request, and the challenges of
+    /// every response.
+    pub auth: Option<Arc<UpstreamAuth>>,
 }
 
 impl Endpoint {
@@ -69,6 +76,7 @@ impl Endpoint {
             url,
             headers: map,
             max_message,
+            auth: None,
         })
     }
 }
@@ -96,6 +104,12 @@ impl SessionCtx {
         }
         if let Some(v) = &self.protocol_version {
             rb = rb.header(HEADER_VERSION, v.clone());
+        }
+        if let Some(token) = self.endpoint.auth.as_ref().and_then(|a| a.bearer()) {
+            if let Ok(mut v) = HeaderValue::from_str(&format!("Bearer {token}")) {
+                v.set_sensitive(true);
+                rb = rb.header(AUTHORIZATION, v);
+            }
         }
         rb
     }
@@ -142,6 +156,19 @@ impl SessionCtx {
         let text = format!("upstream {}: {what}", self.endpoint.name);
         Message::error_response(Some(id), code::UPSTREAM_UNAVAILABLE, &text, None)
     }
+}
+
+/// Sends a request of this endpoint and shows the answer to its OAuth client, which
+/// records a challenge (401, 403 `insufficient_scope`) and ends the session for it.
+///
+/// # Errors
+/// The request could not be sent.
+pub(super) async fn send(endpoint: &Endpoint, rb: RequestBuilder) -> reqwest::Result<Response> {
+    let resp = rb.send().await?;
+    if let Some(auth) = &endpoint.auth {
+        auth.observe(resp.status(), resp.headers());
+    }
+    Ok(resp)
 }
 
 /// How a successful response carries its messages.

@@ -92,6 +92,7 @@ impl Harness {
         };
         let actor = HttpUpstream {
             id: UpstreamId(0),
+            auth: None,
             config,
             restart,
             max_message: 1 << 20,

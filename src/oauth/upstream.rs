@@ -1,0 +1,484 @@
+//! [`UpstreamAuth`]: the OAuth side of one HTTP upstream while mcpmux serves it. The
+//! transport asks it for the bearer token on every request, tells it about every
+//! challenge a response carried (401, 403 `insufficient_scope`), and before each new
+//! session lets it get a usable token: the stored one, a refreshed one, or, when only
+//! a person can help, a login (opened by `serve` itself once, unless `auto_login =
+//! false`) or a token another process (`mcpmux login`) put in the store, which is
+//! re-read every [`STORE_POLL`] while waiting.
+//!
+//! Owns the upstream's current grant and its last challenge. The token is only ever
+//! sent to the upstream it was issued for, never to a client, never to a log. A
+//! downstream client's own token never reaches it.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::{StatusCode, Url};
+use tokio::sync::watch;
+
+use super::callback::DaemonCallback;
+use super::challenge::{split_scopes, Challenge};
+use super::login::{self, Opener, Target};
+use super::store::{Grant, TokenStore};
+use super::{discovery, flow, http_client};
+use crate::config::OAuthServerConfig;
+
+/// How often a waiting upstream re-reads the store for a token `mcpmux login` saved
+/// (default 1 s: the login is a person's, so a second is quick enough, and one small
+/// read a second costs nothing).
+pub const STORE_POLL: Duration = Duration::from_secs(1);
+
+/// Step-up logins for one challenged scope before mcpmux gives up (default 2): a
+/// server that keeps answering 403 whatever is granted must not loop forever.
+pub const MAX_STEP_UPS: u32 = 2;
+
+/// Refresh this long before the access token expires (at most; a third of the
+/// token's lifetime for short-lived tokens).
+pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
+
+/// The least time between two refreshes in one session (default 1 s): a server that
+/// hands out tokens living a second or less must not get a refresh loop.
+pub const MIN_REFRESH_GAP: Duration = Duration::from_secs(1);
+
+/// What must happen before the next session may start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Prepared {
+    /// Go ahead (with a token, or without one until the server asks).
+    Ready,
+    /// Only a login helps; the reason names the command.
+    NeedsLogin(String),
+    /// Logging in again will not help (the step-up limit).
+    Failed(String),
+}
+
+/// The OAuth state of one upstream, shared by its sessions' tasks.
+#[derive(Debug)]
+pub struct UpstreamAuth {
+    name: String,
+    url: Url,
+    cfg: OAuthServerConfig,
+    store: Arc<TokenStore>,
+    /// Follows no redirect (the OAuth endpoints must not be redirected).
+    http: reqwest::Client,
+    /// `serve`'s own listener as the redirect target (when it is a loopback one).
+    daemon: Option<Arc<DaemonCallback>>,
+    /// A std mutex: read on every upstream request (the bearer), never held across an
+    /// await, critical sections of a few field reads.
+    state: Mutex<AuthState>,
+    /// Bumped on every challenge: a session ends when it moves.
+    challenges: watch::Sender<u64>,
+    /// Set while [`Self::login_or_wait`] waits; then [`Self::request_login`] wakes it.
+    waiting: std::sync::atomic::AtomicBool,
+    asked: tokio::sync::Notify,
+}
+
+/// Clears a flag when the scope that set it ends (also when its future is dropped).
+struct ClearOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+
+impl Drop for ClearOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+#[derive(Debug, Default)]
+struct AuthState {
+    grant: Option<Grant>,
+    loaded: bool,
+    /// The last challenge not yet dealt with.
+    challenge: Option<Challenge>,
+    /// The challenge the pending login is for.
+    login_for: Option<Challenge>,
+    /// Step-up logins per challenged scope.
+    step_ups: HashMap<String, u32>,
+    /// Whether `serve` already opened the browser for the current need.
+    auto_login_tried: bool,
+    /// The current grant could not be refreshed: do not try again on a timer.
+    refresh_failed: bool,
+    /// The access token the server last refused: the store's copy of it is no login.
+    refused: Option<String>,
+}
+
+impl UpstreamAuth {
+    pub fn new(
+        name: &str,
+        url: Url,
+        cfg: OAuthServerConfig,
+        store: Arc<TokenStore>,
+        daemon: Option<Arc<DaemonCallback>>,
+    ) -> Arc<UpstreamAuth> {
+        Arc::new(UpstreamAuth {
+            name: name.to_owned(),
+            url,
+            cfg,
+            store,
+            http: http_client(),
+            daemon,
+            state: Mutex::new(AuthState::default()),
+            challenges: watch::Sender::new(0),
+            waiting: std::sync::atomic::AtomicBool::new(false),
+            asked: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// The OAuth client of an HTTP server, unless its configured headers carry their
+    /// own `Authorization` (then mcpmux stays out of it). `interactive`: whether this
+    /// process may open a browser (`auto_login` decides too).
+    pub fn for_server(
+        server: &crate::config::ServerConfig,
+        url: &str,
+        headers: &std::collections::BTreeMap<String, String>,
+        store: Arc<TokenStore>,
+        interactive: bool,
+        daemon: Option<Arc<DaemonCallback>>,
+    ) -> Option<Arc<UpstreamAuth>> {
+        if headers
+            .keys()
+            .any(|k| k.eq_ignore_ascii_case("authorization"))
+        {
+            return None;
+        }
+        let url = Url::parse(url).ok()?;
+        let mut cfg = server.oauth.clone().unwrap_or_default();
+        cfg.auto_login &= interactive;
+        Some(UpstreamAuth::new(&server.name, url, cfg, store, daemon))
+    }
+
+    /// The access token to send, if there is one.
+    pub fn bearer(&self) -> Option<String> {
+        self.lock().grant.as_ref().map(|g| g.access_token.clone())
+    }
+
+    /// Looks at a response: a challenge is recorded and announced. Returns whether it
+    /// was one.
+    pub fn observe(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        let Some(ch) = Challenge::from_response(status, headers) else {
+            return false;
+        };
+        tracing::info!(upstream = %self.name, status = ch.status, scope = ?ch.scope, error = ?ch.error, "upstream asks for authorization");
+        self.lock().challenge = Some(ch);
+        self.challenges.send_modify(|n| *n += 1);
+        true
+    }
+
+    /// Moves whenever a response carried a challenge.
+    pub fn challenges(&self) -> watch::Receiver<u64> {
+        self.challenges.subscribe()
+    }
+
+    /// When to refresh the token proactively, if there is a refresh token.
+    pub fn refresh_in(&self) -> Option<Duration> {
+        let st = self.lock();
+        let g = st.grant.as_ref()?;
+        if st.refresh_failed || g.refresh_token.is_none() {
+            return None;
+        }
+        let expires = g.expires_at?;
+        let lifetime = expires.saturating_sub(g.issued_at.unwrap_or(expires));
+        let margin = REFRESH_MARGIN.as_secs().min(lifetime / 3).max(1);
+        Some(Duration::from_secs(
+            expires
+                .saturating_sub(margin)
+                .saturating_sub(flow::now_secs()),
+        ))
+    }
+
+    /// Refreshes the token now; `false` when that failed (the next 401 decides).
+    pub async fn refresh_now(&self) -> bool {
+        let Some(grant) = self.lock().grant.clone() else {
+            return false;
+        };
+        match flow::refresh(&self.http, &grant).await {
+            Ok(fresh) => {
+                if let Err(e) = self.store.save_grant(&self.name, &fresh).await {
+                    tracing::warn!(upstream = %self.name, error = %e, "the refreshed token could not be stored");
+                }
+                tracing::debug!(upstream = %self.name, "access token refreshed");
+                let mut st = self.lock();
+                st.grant = Some(fresh);
+                st.refresh_failed = false;
+                true
+            }
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "token refresh failed");
+                self.lock().refresh_failed = true;
+                false
+            }
+        }
+    }
+
+    /// Gets ready for a new session: loads the stored grant once, and deals with the
+    /// last challenge without a person if it can (a refresh).
+    pub async fn prepare(&self) -> Prepared {
+        if !self.lock().loaded {
+            let stored = self.load_stored().await;
+            let mut st = self.lock();
+            st.grant = stored;
+            st.loaded = true;
+        }
+        let challenge = self.lock().challenge.take();
+        let Some(ch) = challenge else {
+            if self.refresh_in() == Some(Duration::ZERO) {
+                self.refresh_now().await;
+            }
+            return Prepared::Ready;
+        };
+        if ch.is_step_up() {
+            let key = ch.scope.clone().unwrap_or_default();
+            let mut st = self.lock();
+            let n = st.step_ups.entry(key.clone()).or_default();
+            *n += 1;
+            if *n > MAX_STEP_UPS {
+                return Prepared::Failed(format!(
+                    "the server keeps refusing the token for want of scope {key:?} after {MAX_STEP_UPS} step-up logins; not asking again (run `mcpmux login {}` to retry)",
+                    self.name
+                ));
+            }
+            st.login_for = Some(ch);
+            st.auto_login_tried = false;
+            return Prepared::NeedsLogin(self.needs_login_reason("the server asks for more scope"));
+        }
+        let grant = self.lock().grant.clone();
+        if let Some(g) = grant {
+            // The authorization server may have changed (SEP-2352): then the old
+            // client and tokens are not used again.
+            let same_issuer = match discovery::discover(&self.http, &self.url, Some(&ch)).await {
+                Ok(found) => found.server.issuer == g.issuer,
+                Err(e) => {
+                    tracing::debug!(upstream = %self.name, error = %e, "rediscovery failed");
+                    true
+                }
+            };
+            if same_issuer && g.refresh_token.is_some() && self.refresh_now().await {
+                return Prepared::Ready;
+            }
+            let mut st = self.lock();
+            st.refused = Some(g.access_token);
+            st.grant = None;
+        }
+        let mut st = self.lock();
+        st.login_for = Some(ch);
+        Prepared::NeedsLogin(self.needs_login_reason("the server asks for a login"))
+    }
+
+    /// Waits for a token: logs in itself first when `auto_login` allows and it has
+    /// not tried for this need yet; then waits for the store to get a token other than
+    /// the one the server refused (`mcpmux login`), or for a person to ask for a login
+    /// ([`Self::request_login`]: the status page's link), which opens the browser again.
+    /// Returns once a token is there.
+    pub async fn login_or_wait(&self) {
+        let (ch, held, try_auto) = {
+            let mut st = self.lock();
+            let held = st
+                .grant
+                .as_ref()
+                .map(|g| split_scopes(g.scope.as_deref()))
+                .unwrap_or_default();
+            let try_auto = self.cfg.auto_login && !st.auto_login_tried;
+            st.auto_login_tried = true;
+            (st.login_for.clone(), held, try_auto)
+        };
+        // Tokens not to take from the store: the one in use (a step-up needs more) and
+        // the one the server refused.
+        let stale: Vec<String> = [self.bearer(), self.lock().refused.clone()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let t = Target {
+            name: &self.name,
+            url: &self.url,
+            cfg: &self.cfg,
+            store: &self.store,
+            http: &self.http,
+            daemon: self.daemon.as_ref(),
+        };
+        let attempt = || Box::pin(login::login(&t, ch.as_ref(), &held, Opener::Browser));
+        let mut running = try_auto.then(attempt);
+        self.waiting
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let _waiting = ClearOnDrop(&self.waiting);
+        loop {
+            tokio::select! {
+                done = async { running.as_mut().expect("guarded").await }, if running.is_some() => {
+                    running = None;
+                    match done {
+                        Ok(grant) => return self.install(grant),
+                        Err(e) => tracing::warn!(upstream = %self.name, error = %e,
+                            "login failed; waiting for `mcpmux login {}`", self.name),
+                    }
+                }
+                _ = self.asked.notified() => {
+                    tracing::info!(upstream = %self.name, "login asked for; opening the browser");
+                    running = Some(attempt());
+                }
+                _ = tokio::time::sleep(STORE_POLL) => {
+                    if let Some(g) = self.load_stored().await {
+                        if !stale.contains(&g.access_token) {
+                            tracing::info!(upstream = %self.name, "a new login was stored");
+                            return self.install(g);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Asks a waiting upstream to open the browser for a login now (the status page's
+    /// link); `false` when it is not waiting for one.
+    pub fn request_login(&self) -> bool {
+        if !self.waiting.load(std::sync::atomic::Ordering::Relaxed) {
+            return false;
+        }
+        self.asked.notify_one();
+        true
+    }
+
+    fn install(&self, grant: Grant) {
+        let mut st = self.lock();
+        st.grant = Some(grant);
+        st.refresh_failed = false;
+        st.auto_login_tried = false;
+        st.login_for = None;
+        st.challenge = None;
+    }
+
+    async fn load_stored(&self) -> Option<Grant> {
+        match self.store.load_grant(&self.name).await {
+            Ok(g) => g,
+            Err(e) => {
+                tracing::warn!(upstream = %self.name, error = %e, "cannot read the token store");
+                None
+            }
+        }
+    }
+
+    fn needs_login_reason(&self, why: &str) -> String {
+        format!("needs login ({why}): run `mcpmux login {}`", self.name)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, AuthState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{AuthConfig, TokenStoreKind};
+    use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
+
+    fn auth() -> Arc<UpstreamAuth> {
+        let dir = std::env::temp_dir().join(format!(
+            "mcpmux-upauth-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        let store = TokenStore::new(&AuthConfig {
+            store: TokenStoreKind::File,
+            store_dir: Some(dir),
+        })
+        .unwrap();
+        let url = Url::parse("https://mcp.example/mcp").unwrap();
+        UpstreamAuth::new(
+            "up",
+            url,
+            OAuthServerConfig::default(),
+            Arc::new(store),
+            None,
+        )
+    }
+
+    fn challenge(status: u16, value: &str) -> (StatusCode, HeaderMap) {
+        let mut h = HeaderMap::new();
+        h.insert(WWW_AUTHENTICATE, HeaderValue::from_str(value).unwrap());
+        (StatusCode::from_u16(status).unwrap(), h)
+    }
+
+    #[tokio::test]
+    async fn a_401_without_tokens_needs_a_login_naming_the_command() {
+        let a = auth();
+        assert_eq!(
+            a.prepare().await,
+            Prepared::Ready,
+            "no challenge yet: try without a token"
+        );
+        let mut seen = a.challenges();
+        seen.mark_unchanged();
+        let (s, h) = challenge(401, r#"Bearer resource_metadata="https://mcp.example/prm""#);
+        assert!(a.observe(s, &h));
+        assert!(seen.has_changed().unwrap(), "a challenge ends the session");
+        match a.prepare().await {
+            Prepared::NeedsLogin(r) => assert!(r.contains("run `mcpmux login up`"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        assert!(!a.observe(StatusCode::OK, &HeaderMap::new()));
+        assert!(
+            !a.observe(StatusCode::FORBIDDEN, &HeaderMap::new()),
+            "a plain 403 is no challenge"
+        );
+    }
+
+    #[tokio::test]
+    async fn step_ups_for_one_scope_stop_after_the_limit() {
+        let a = auth();
+        for n in 1..=MAX_STEP_UPS {
+            let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+            a.observe(s, &h);
+            assert!(
+                matches!(a.prepare().await, Prepared::NeedsLogin(_)),
+                "step-up {n}"
+            );
+        }
+        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+        a.observe(s, &h);
+        match a.prepare().await {
+            Prepared::Failed(r) => assert!(r.contains("admin"), "{r}"),
+            other => panic!("{other:?}"),
+        }
+        // Another scope still gets its step-ups.
+        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="write""#);
+        a.observe(s, &h);
+        assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
+    }
+
+    #[tokio::test]
+    async fn refresh_timing_follows_the_token_lifetime() {
+        let a = auth();
+        assert_eq!(a.refresh_in(), None, "no token, no refresh");
+        let now = flow::now_secs();
+        let grant = |lifetime: u64, refresh: bool| Grant {
+            resource: "https://mcp.example/mcp".into(),
+            issuer: "https://as".into(),
+            token_endpoint: "https://as/token".into(),
+            client: super::super::Registration {
+                client_id: "c".into(),
+                client_secret: None,
+                auth_method: "none".into(),
+                redirect_uri: None,
+            },
+            access_token: "a".into(),
+            refresh_token: refresh.then(|| "r".into()),
+            expires_at: Some(now + lifetime),
+            issued_at: Some(now),
+            scope: None,
+        };
+        a.install(grant(3600, true));
+        let d = a.refresh_in().unwrap();
+        assert!(
+            d <= Duration::from_secs(3600 - 60) && d >= Duration::from_secs(3600 - 62),
+            "{d:?}"
+        );
+        a.install(grant(10, true));
+        let d = a.refresh_in().unwrap();
+        assert!(
+            d <= Duration::from_secs(8) && d >= Duration::from_secs(6),
+            "a third of 10 s: {d:?}"
+        );
+        a.install(grant(10, false));
+        assert_eq!(a.refresh_in(), None, "nothing to refresh with");
+    }
+}

@@ -6,7 +6,9 @@
 #   3. the protocol era stays at the edges: a non-test file under src/hub/ or src/state/
 #      names an era (`modern`, `legacy`, `Era`, a protocol version such as 2026-07-28;
 #      comments do not count) at most as often as .ci/era-allow.txt lets it, each entry
-#      with its reason. The list only shrinks: a file not in it may name no era.
+#      with its reason. The list only shrinks: a file not in it may name no era;
+#   4. no files of one module folder sit in a circle (a names b through `super::`, and b,
+#      directly or through others, names a): .ci/file_cycles.py.
 # Exit 0 when all hold; otherwise 1, naming each breach.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -52,5 +54,10 @@ while read -r f budget _; do
   if [ "$n" -lt "$budget" ]; then breach "$allow allows $f $budget era names, it has $n now: lower it"; fi
 done < "$allow"
 
+# 4. No circles among sibling files.
+if ! circles=$(python3 .ci/file_cycles.py src); then
+  while IFS= read -r line; do breach "${line#file_cycles.py: }"; done <<< "$circles"
+fi
+
 if [ "$fail" -ne 0 ]; then exit 1; fi
-echo "structure.sh: edges free of the hub, files within 600 lines, era names within $allow"
+echo "structure.sh: edges free of the hub, files within 600 lines, era names within $allow, no file circles"

@@ -30,7 +30,7 @@ pub(crate) enum TrySendError<T> {
     Closed(T),
 }
 
-struct State<T> {
+struct LaneState<T> {
     queue: VecDeque<T>,
     cap: usize,
     senders: usize,
@@ -38,7 +38,7 @@ struct State<T> {
 }
 
 struct Shared<T> {
-    state: Mutex<State<T>>,
+    state: Mutex<LaneState<T>>,
     /// Wakes the receiver (a stored permit covers a push before it waits).
     to_receiver: Notify,
     /// Wakes every sender waiting for room or for the receiver to go.
@@ -46,7 +46,7 @@ struct Shared<T> {
 }
 
 impl<T> Shared<T> {
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
+    fn lock(&self) -> MutexGuard<'_, LaneState<T>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -54,7 +54,7 @@ impl<T> Shared<T> {
 /// A bounded queue holding at most `cap` (≥ 1) values.
 pub(crate) fn channel<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     let shared = Arc::new(Shared {
-        state: Mutex::new(State {
+        state: Mutex::new(LaneState {
             queue: VecDeque::new(),
             cap: cap.max(1),
             senders: 1,
@@ -154,7 +154,7 @@ impl<T> Sender<T> {
         self.wait_for(|s| !s.receiver).await;
     }
 
-    async fn wait_for(&self, ready: impl Fn(&State<T>) -> bool) {
+    async fn wait_for(&self, ready: impl Fn(&LaneState<T>) -> bool) {
         loop {
             let notified = self.shared.to_senders.notified();
             tokio::pin!(notified);

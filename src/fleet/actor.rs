@@ -83,7 +83,7 @@ struct FleetActor {
     kids: HashMap<SubKey, String>,
     reader: Option<Reader>,
     /// Where the NATS subscriptions' tasks send what they receive.
-    inbound: mpsc::Sender<Inbound>,
+    inbound: mpsc::Sender<FleetInbound>,
     /// This instance's presence value (JSON: id, start time).
     presence: Bytes,
 }
@@ -96,7 +96,7 @@ pub fn spawn(
     clients: ClientLink,
     shutdown: CancellationToken,
 ) {
-    let (inbound, nats_rx) = mpsc::channel::<Inbound>(1024);
+    let (inbound, nats_rx) = mpsc::channel::<FleetInbound>(1024);
     let instance = keys::new_instance_id();
     let started = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -124,7 +124,7 @@ impl FleetActor {
     async fn run(
         mut self,
         mut rx: mpsc::UnboundedReceiver<FleetCmd>,
-        mut nats_rx: mpsc::Receiver<Inbound>,
+        mut nats_rx: mpsc::Receiver<FleetInbound>,
         shutdown: CancellationToken,
     ) {
         let tick_every = Duration::from_millis((self.cfg.lease_ms / 3).max(100));
@@ -240,14 +240,14 @@ impl FleetActor {
             return;
         };
         let mut inbound = futures_util::stream::select(
-            reads.map(Inbound::ReadRequest),
-            retry_requests.map(Inbound::RetryRequest),
+            reads.map(FleetInbound::ReadRequest),
+            retry_requests.map(FleetInbound::RetryRequest),
         );
         let tx = self.inbound.clone();
         *subs = Some(Relay(tokio::spawn(async move {
             loop {
-                let inbound = inbound.next().await.unwrap_or(Inbound::Lost);
-                let lost = matches!(inbound, Inbound::Lost);
+                let inbound = inbound.next().await.unwrap_or(FleetInbound::Lost);
+                let lost = matches!(inbound, FleetInbound::Lost);
                 if tx.send(inbound).await.is_err() || lost {
                     return;
                 }
@@ -363,9 +363,9 @@ impl FleetActor {
         }
     }
 
-    async fn on_inbound(&mut self, inbound: Inbound) {
+    async fn on_inbound(&mut self, inbound: FleetInbound) {
         match inbound {
-            Inbound::Update(m) => {
+            FleetInbound::Update(m) => {
                 let Some(kid) = m.subject.as_str().rsplit('.').next() else {
                     return;
                 };
@@ -378,9 +378,9 @@ impl FleetActor {
                     .await;
                 }
             }
-            Inbound::ReadRequest(m) => self.serve_read(m).await,
-            Inbound::RetryRequest(m) => self.serve_retry(m),
-            Inbound::Lost => self.lost().await,
+            FleetInbound::ReadRequest(m) => self.serve_read(m).await,
+            FleetInbound::RetryRequest(m) => self.serve_retry(m),
+            FleetInbound::Lost => self.lost().await,
         }
     }
 
@@ -430,7 +430,7 @@ impl FleetActor {
 }
 
 /// What the NATS subscriptions bring in.
-enum Inbound {
+enum FleetInbound {
     Update(async_nats::Message),
     ReadRequest(async_nats::Message),
     /// Another instance's MRTR retry of a request this instance holds.

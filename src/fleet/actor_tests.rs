@@ -223,9 +223,9 @@ async fn updates_are_relayed_for_followed_keys_only() {
 
     let subject = |kid: &str| keys::update_subject(&a.cfg.name, kid);
     let (sf, sd) = (subject(&kf), subject(&kd));
-    a.on_inbound(Inbound::Update(update_message(sf))).await;
-    a.on_inbound(Inbound::Update(update_message(sd))).await;
-    a.on_inbound(Inbound::Update(update_message(
+    a.on_inbound(FleetInbound::Update(update_message(sf))).await;
+    a.on_inbound(FleetInbound::Update(update_message(sd))).await;
+    a.on_inbound(FleetInbound::Update(update_message(
         "mcpmux.unit.upd.unknown".into(),
     )))
     .await;
@@ -248,7 +248,7 @@ async fn publishing_or_losing_nats_without_a_connection_does_nothing() {
         update: Bytes::from_static(b"{}"),
     })
     .await;
-    a.on_inbound(Inbound::Lost).await;
+    a.on_inbound(FleetInbound::Lost).await;
     a.maintain().await;
     assert!(drain(&mut rx).is_empty());
     assert_eq!(a.keys[&a.kids[&k]].role, Role::Direct);

@@ -60,22 +60,22 @@ struct Open {
 
 /// What a request's params say that the conventions record.
 #[derive(Default)]
-struct Target {
+struct SpanTarget {
     tool: Option<String>,
     prompt: Option<String>,
     uri: Option<String>,
     version: Option<String>,
 }
 
-impl Target {
-    fn of(msg: &Message) -> Target {
+impl SpanTarget {
+    fn of(msg: &Message) -> SpanTarget {
         let p: Value = msg
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())
             .unwrap_or_default();
         let s = |v: &Value| v.as_str().map(str::to_owned);
         let method = msg.method().unwrap_or_default();
-        Target {
+        SpanTarget {
             tool: (method == methods::TOOLS_CALL)
                 .then(|| s(&p["name"]))
                 .flatten(),
@@ -134,7 +134,7 @@ impl Hub {
             return;
         }
         let method = msg.method().unwrap_or_default().to_owned();
-        let target = Target::of(msg);
+        let target = SpanTarget::of(msg);
         let transport = match self.clients.get(&client).map(|c| c.outbox.transport()) {
             Some("stdio") => "pipe",
             _ => "tcp",
@@ -218,7 +218,7 @@ impl Hub {
             return None;
         }
         let method = msg.method().unwrap_or_default().to_owned();
-        let target = Target::of(msg);
+        let target = SpanTarget::of(msg);
         let origin = self.pending.get(pid).map(|e| e.origin.clone());
         let cause = self.traces.cause.take();
         let parent = match &origin {

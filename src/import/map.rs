@@ -11,35 +11,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
+use super::model::scalar;
+pub use super::model::{sanitize_name, Ctx, FieldNote, NoteKind, Transport};
 use super::source::{json_key, Entry, Field, HostFile};
 use super::vars::{collect_variables, Translator};
-
-/// How mcpmux reaches one imported server.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-        env: BTreeMap<String, String>,
-        cwd: Option<String>,
-    },
-    Http {
-        url: String,
-        headers: BTreeMap<String, String>,
-        /// `[servers.NAME.oauth] client_id` (from mcp-remote's static client info).
-        client_id: Option<String>,
-    },
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NoteKind {
-    /// A whole server was not imported.
-    Skipped,
-    /// A field (or part of one) was not imported.
-    NotImported,
-    /// Imported, but written differently (a variable, a name, a number as a string).
-    Changed,
-}
 
 /// One line of the import report.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,20 +163,6 @@ fn add_entry(plan: &mut Plan, files: &[HostFile], index: usize, entry: &Entry) {
         transport,
         notes: server_notes,
     });
-}
-
-/// A note about one field of an entry; `key` is relative to the entry (`""` = the entry).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldNote {
-    pub key: String,
-    pub line: usize,
-    pub kind: NoteKind,
-    pub text: String,
-}
-
-/// What a file tells the variable translation.
-pub struct Ctx<'a> {
-    pub file: &'a HostFile,
 }
 
 /// Maps one entry. `Err` is the reason the server is skipped, a full sentence.
@@ -443,7 +404,8 @@ fn unmapped_reason(key: &str, stdio: bool) -> &'static str {
              read from mcpmux's environment)"
         }
         "oauth" | "auth" => {
-            "mcpmux does not run OAuth for a server: give it an `Authorization` header instead"
+            "mcpmux logs in to a server that asks for OAuth by itself (`mcpmux login NAME`); \
+             a pre-registered client goes in [servers.NAME.oauth]"
         }
         "dev" => "VS Code's development mode (watch, debug) has no mcpmux equivalent",
         "description" | "name" | "title" | "gallery" | "version" | "icon" => {
@@ -453,39 +415,10 @@ fn unmapped_reason(key: &str, stdio: bool) -> &'static str {
     }
 }
 
-/// A JSON string, number or boolean as text.
-pub(super) fn scalar(value: &Value) -> Option<String> {
-    match value {
-        Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
-        Value::Bool(b) => Some(b.to_string()),
-        _ => None,
-    }
-}
-
 /// An HTTP header name: RFC 9110 `token` characters.
 fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
-}
-
-/// A bare TOML key (`[A-Za-z0-9_-]+`): other characters become `-`, runs of `-` one,
-/// none at either end; nothing left gives `server`.
-pub fn sanitize_name(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() || c == '_' {
-            out.push(c);
-        } else if !out.ends_with('-') {
-            out.push('-');
-        }
-    }
-    let out = out.trim_matches('-');
-    if out.is_empty() {
-        "server".to_owned()
-    } else {
-        out.to_owned()
-    }
 }

@@ -16,6 +16,7 @@
 //! is checked here with [`crate::config::parse_with_env`] before it is written.
 
 mod map;
+mod model;
 mod remote;
 mod render;
 mod source;

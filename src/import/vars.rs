@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::map::{sanitize_name, scalar, Ctx, FieldNote, NoteKind, Transport};
+use super::model::{sanitize_name, scalar, Ctx, FieldNote, NoteKind, Transport};
 use super::source::{json_key, Field};
 
 /// `[A-Za-z_][A-Za-z0-9_]*`: what mcpmux's `${...}` may contain.

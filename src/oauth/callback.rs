@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
+use tokio_util::task::AbortOnDropHandle;
 
 use axum::extract::State;
 use axum::http::Uri;
@@ -38,7 +39,7 @@ pub const FAILED_PAGE: &str =
 #[derive(Debug, Default)]
 pub struct DaemonCallback {
     base: OnceLock<String>,
-    pending: Mutex<HashMap<String, mpsc::Sender<Answer>>>,
+    pending: Mutex<HashMap<String, mpsc::Sender<CallbackAnswer>>>,
 }
 
 impl DaemonCallback {
@@ -65,7 +66,7 @@ impl DaemonCallback {
         tx.is_some_and(|tx| tx.try_send(answer).is_ok()) && !failed
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<Answer>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, mpsc::Sender<CallbackAnswer>>> {
         self.pending
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -74,7 +75,7 @@ impl DaemonCallback {
 
 /// What the authorization server sent back through the browser.
 #[derive(Debug, Clone, Default)]
-pub struct Answer {
+pub struct CallbackAnswer {
     pub code: Option<String>,
     pub state: Option<String>,
     pub iss: Option<String>,
@@ -85,10 +86,14 @@ pub struct Answer {
 /// A bound callback listener (or a daemon's route), serving until dropped.
 pub struct Callback {
     pub redirect_uri: String,
-    rx: mpsc::Receiver<Answer>,
-    _server: Option<AbortOnDrop>,
+    rx: mpsc::Receiver<CallbackAnswer>,
+    _server: Option<AbortOnDropHandle<()>>,
     /// On the daemon's listener: the route and the `state` this login waits for.
-    daemon: Option<(Arc<DaemonCallback>, mpsc::Sender<Answer>, Option<String>)>,
+    daemon: Option<(
+        Arc<DaemonCallback>,
+        mpsc::Sender<CallbackAnswer>,
+        Option<String>,
+    )>,
 }
 
 impl Drop for Callback {
@@ -145,7 +150,7 @@ impl Callback {
         Ok(Callback {
             redirect_uri: format!("http://127.0.0.1:{}{CALLBACK_PATH}", addr.port()),
             rx,
-            _server: Some(AbortOnDrop(server)),
+            _server: Some(AbortOnDropHandle::new(server)),
             daemon: None,
         })
     }
@@ -159,12 +164,15 @@ impl Callback {
     }
 
     /// The next answer the browser brought.
-    pub async fn answer(&mut self) -> Option<Answer> {
+    pub async fn answer(&mut self) -> Option<CallbackAnswer> {
         self.rx.recv().await
     }
 }
 
-async fn on_callback(State(tx): State<mpsc::Sender<Answer>>, uri: Uri) -> Html<&'static str> {
+async fn on_callback(
+    State(tx): State<mpsc::Sender<CallbackAnswer>>,
+    uri: Uri,
+) -> Html<&'static str> {
     let a = parse_answer(uri.query().unwrap_or_default());
     let failed = a.error.is_some() || a.code.is_none();
     let _ = tx.try_send(a);
@@ -172,8 +180,8 @@ async fn on_callback(State(tx): State<mpsc::Sender<Answer>>, uri: Uri) -> Html<&
 }
 
 /// The authorization response's parameters.
-fn parse_answer(query: &str) -> Answer {
-    let mut a = Answer::default();
+fn parse_answer(query: &str) -> CallbackAnswer {
+    let mut a = CallbackAnswer::default();
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         let v = Some(v.into_owned());
         match &*k {
@@ -186,14 +194,6 @@ fn parse_answer(query: &str) -> Answer {
         }
     }
     a
-}
-
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use reqwest::Url;
 
 use super::challenge::Challenge;
-use super::login::{self, Opener, Target};
+use super::login::{self, LoginTarget, Opener};
 use super::{http_client, OAuthError, TokenStore};
 use crate::config::{Config, ServerConfig};
 
@@ -31,7 +31,7 @@ pub async fn login(
     let http = http_client();
     let challenge = first_challenge(&http, &url).await;
     let oauth = server.oauth.clone().unwrap_or_default();
-    let t = Target {
+    let t = LoginTarget {
         name,
         url: &url,
         cfg: &oauth,

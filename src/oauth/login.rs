@@ -24,7 +24,7 @@ pub const LOGIN_TIMEOUT: Duration = Duration::from_secs(600);
 pub const OFFLINE_ACCESS: &str = "offline_access";
 
 /// The upstream a login is for.
-pub struct Target<'a> {
+pub struct LoginTarget<'a> {
     pub name: &'a str,
     pub url: &'a Url,
     pub cfg: &'a OAuthServerConfig,
@@ -50,7 +50,7 @@ pub enum Opener<'a> {
 /// # Errors
 /// Discovery, registration, the browser's answer or the token exchange failed.
 pub async fn login(
-    t: &Target<'_>,
+    t: &LoginTarget<'_>,
     challenge: Option<&Challenge>,
     held_scopes: &[String],
     opener: Opener<'_>,

@@ -105,14 +105,14 @@ pub async fn client_for(
         )));
     }
     #[derive(serde::Deserialize)]
-    struct Answer {
+    struct RegistrationAnswer {
         client_id: String,
         #[serde(default)]
         client_secret: Option<String>,
         #[serde(default)]
         token_endpoint_auth_method: Option<String>,
     }
-    let a: Answer = serde_json::from_str(&text).map_err(|e| {
+    let a: RegistrationAnswer = serde_json::from_str(&text).map_err(|e| {
         OAuthError::Registration(format!(
             "dynamic client registration answer unreadable: {e}"
         ))

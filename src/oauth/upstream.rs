@@ -20,7 +20,7 @@ use tokio::sync::watch;
 
 use super::callback::DaemonCallback;
 use super::challenge::{split_scopes, Challenge};
-use super::login::{self, Opener, Target};
+use super::login::{self, LoginTarget, Opener};
 use super::store::{Grant, TokenStore};
 use super::{discovery, flow, http_client};
 use crate::config::OAuthServerConfig;
@@ -286,7 +286,7 @@ impl UpstreamAuth {
             .into_iter()
             .flatten()
             .collect();
-        let t = Target {
+        let t = LoginTarget {
             name: &self.name,
             url: &self.url,
             cfg: &self.cfg,

@@ -125,7 +125,7 @@ impl Transport for StdioUpstream {
                 init_timeout.min(probe::STDIO_PROBE_TIMEOUT)
             };
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-            let mut link = Discoverer {
+            let mut link = StdioDiscoverer {
                 writer: &mut writer,
                 reader: &mut reader,
                 name,
@@ -392,14 +392,14 @@ type Reader = FramedRead<ChildStdout, JsonLines>;
 
 /// The probe over stdio: `server/discover` as one line, then the lines up to its
 /// answer (anything else the server says meanwhile is logged and dropped).
-struct Discoverer<'a> {
+struct StdioDiscoverer<'a> {
     writer: &'a mut Writer,
     reader: &'a mut Reader,
     name: &'a str,
     capabilities: &'a serde_json::Value,
 }
 
-impl probe::Discover for Discoverer<'_> {
+impl probe::Discover for StdioDiscoverer<'_> {
     async fn discover(&mut self) -> Result<Verdict, String> {
         let id = RawId::parse(probe::DISCOVER_ID).expect("valid id");
         let params = stateless::discover_params(self.capabilities);

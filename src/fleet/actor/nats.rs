@@ -9,7 +9,7 @@ use async_nats::jetstream::kv;
 use futures_util::{StreamExt, TryStreamExt};
 use tokio::sync::mpsc;
 
-use super::{keys, Inbound};
+use super::{keys, FleetInbound};
 
 /// A task forwarding one NATS subscription to the actor; dropping it ends the task and
 /// so the subscription (async-nats unsubscribes a dropped subscriber).
@@ -27,7 +27,7 @@ impl Drop for Relay {
 pub(super) async fn relay(
     client: &async_nats::Client,
     subject: String,
-    inbound: &mpsc::Sender<Inbound>,
+    inbound: &mpsc::Sender<FleetInbound>,
 ) -> Option<Relay> {
     let mut sub = match client.subscribe(subject).await {
         Ok(sub) => sub,
@@ -39,7 +39,7 @@ pub(super) async fn relay(
     let tx = inbound.clone();
     Some(Relay(tokio::spawn(async move {
         while let Some(m) = sub.next().await {
-            if tx.send(Inbound::Update(m)).await.is_err() {
+            if tx.send(FleetInbound::Update(m)).await.is_err() {
                 return;
             }
         }

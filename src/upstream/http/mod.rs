@@ -45,6 +45,7 @@ mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
+use tokio_util::task::AbortOnDropHandle;
 
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::JoinSet;
@@ -146,7 +147,7 @@ impl HttpUpstream {
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         if self.config.protocol != UpstreamProtocol::Legacy {
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
-            let mut link = stateless::Discoverer {
+            let mut link = stateless::HttpDiscoverer {
                 endpoint,
                 capabilities: &caps,
             };
@@ -210,8 +211,8 @@ impl HttpUpstream {
             restart: self.restart.clone(),
             signals: signals.clone(),
         };
-        let _get = AbortOnDrop(tokio::spawn(get.run()));
-        let mut probe: Option<AbortOnDrop> = None;
+        let _get = AbortOnDropHandle::new(tokio::spawn(get.run()));
+        let mut probe: Option<AbortOnDropHandle<()>> = None;
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         // Dropping the set aborts what is still in flight for this session.
         let mut posts = JoinSet::new();
@@ -392,13 +393,13 @@ impl Sessions<'_> {
 fn on_signal(
     sig: Signal,
     more: &mut mpsc::Receiver<Signal>,
-    probe: &mut Option<AbortOnDrop>,
+    probe: &mut Option<AbortOnDropHandle<()>>,
     ctx: &Arc<SessionCtx>,
     signals: &mpsc::Sender<Signal>,
 ) -> Option<SessionEnd> {
     let Signal::Expired { reason, orphan } = sig else {
-        if probe.as_ref().is_none_or(|p| p.0.is_finished()) {
-            *probe = Some(AbortOnDrop(tokio::spawn(probe_session(
+        if probe.as_ref().is_none_or(|p| p.is_finished()) {
+            *probe = Some(AbortOnDropHandle::new(tokio::spawn(probe_session(
                 ctx.clone(),
                 signals.clone(),
             ))));
@@ -436,14 +437,5 @@ async fn probe_session(ctx: Arc<SessionCtx>, signals: mpsc::Sender<Signal>) {
                 orphan: None,
             })
             .await;
-    }
-}
-
-/// Aborts a task when the session that owns it ends.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }

@@ -46,12 +46,12 @@ pub(super) fn stateless_ctx(endpoint: &Endpoint) -> SessionCtx {
 /// an error status whose body is the JSON-RPC answer is read like any answer (a 400
 /// with a recognized 2026-07-28 error is evidence of the era); any other answer (an
 /// error status without one, another version) is not.
-pub(super) struct Discoverer<'a> {
+pub(super) struct HttpDiscoverer<'a> {
     pub endpoint: &'a Endpoint,
     pub capabilities: &'a Value,
 }
 
-impl probe::Discover for Discoverer<'_> {
+impl probe::Discover for HttpDiscoverer<'_> {
     /// # Errors
     /// The server could not be reached at all.
     async fn discover(&mut self) -> Result<Verdict, String> {

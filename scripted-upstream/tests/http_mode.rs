@@ -18,6 +18,9 @@ const SUB: &str = "io.modelcontextprotocol/subscriptionId";
 
 /// One spawned `scripted-upstream --http` process.
 struct Upstream {
+    // Read by the unix-only SIGTERM test; elsewhere it only keeps the process (killed on
+    // drop).
+    #[cfg_attr(not(unix), allow(dead_code))]
     child: Child,
     url: String,
     http: reqwest::Client,

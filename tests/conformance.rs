@@ -41,11 +41,7 @@ fn run_set(url: &str, requirements: &str) -> (bool, String) {
         .arg(&expected)
         .output()
         .expect("run conformance.sh");
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     (out.status.success(), text)
 }
 

@@ -41,11 +41,7 @@ fn run_client_set(requirements: &str) {
         .env("MCPMUX_BIN", env!("CARGO_BIN_EXE_mcpmux"))
         .output()
         .expect("run conformance.sh");
-    let text = format!(
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = output_text(&out);
     let summary = text
         .find("=== SUITE SUMMARY ===")
         .map_or(tail(&text, 120), |i| text[i..].to_owned());

@@ -254,21 +254,27 @@ mod tests {
     use super::*;
     use crate::protocol::RawId;
 
-    fn ping() -> Message {
-        Message::request(&RawId::from_u64(1), "ping", None)
+    type Opening = tokio::task::JoinHandle<Result<ClientId, AdmitError>>;
+
+    /// A link to a channel the test reads as the hub would, and an `open_with` of a
+    /// client whose first message is a ping, under way.
+    fn opening() -> (ClientLink, mpsc::Receiver<ClientEvent>, Opening) {
+        let (tx, rx) = mpsc::channel(8);
+        let link = ClientLink::new(tx);
+        let ping = Message::request(&RawId::from_u64(1), "ping", None);
+        let open = tokio::spawn({
+            let link = link.clone();
+            async move {
+                link.open_with(Outbox::new(4), ClientKind::Session, ViewId::DEFAULT, ping)
+                    .await
+            }
+        });
+        (link, rx, open)
     }
 
     #[tokio::test]
     async fn the_first_message_follows_the_admission_before_it_is_answered() {
-        let (tx, mut rx) = mpsc::channel(8);
-        let link = ClientLink::new(tx);
-        let open = tokio::spawn({
-            let link = link.clone();
-            async move {
-                link.open_with(Outbox::new(4), ClientKind::Session, ViewId::DEFAULT, ping())
-                    .await
-            }
-        });
+        let (link, mut rx, open) = opening();
         let Some(ClientEvent::Opened { client, reply, .. }) = rx.recv().await else {
             panic!("an admission first");
         };
@@ -286,15 +292,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_caller_gone_before_its_admission_was_answered_closes_the_client() {
-        let (tx, mut rx) = mpsc::channel(8);
-        let link = ClientLink::new(tx);
-        let open = tokio::spawn({
-            let link = link.clone();
-            async move {
-                link.open_with(Outbox::new(4), ClientKind::Session, ViewId::DEFAULT, ping())
-                    .await
-            }
-        });
+        let (link, mut rx, open) = opening();
         let Some(ClientEvent::Opened { client, reply, .. }) = rx.recv().await else {
             panic!("an admission first");
         };

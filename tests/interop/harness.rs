@@ -140,6 +140,15 @@ impl Drop for Mcpmux {
     }
 }
 
+/// A finished command's stdout and stderr, as one text (for reports and failures).
+pub fn output_text(out: &std::process::Output) -> String {
+    format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 pub fn tail(s: &str, lines: usize) -> String {
     let all: Vec<&str> = s.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")

@@ -1,7 +1,9 @@
 //! Per-client outbound queue with the slow-consumer policy.
 //!
-//! The hub pushes with [`Outbox::push`] and never waits; the client's writer task
-//! drains with [`Outbox::drain`] after [`Outbox::ready`]. Policy (docs/architecture.md,
+//! The hub pushes with [`Outbox::push`] and never waits; the client's writer drains
+//! with [`Outbox::drain`] after [`Outbox::ready`] (a writer task) or
+//! [`Outbox::poll_ready`] (a writer that is a response body, polled by the
+//! connection itself). Policy (docs/architecture.md,
 //! "Slow clients"):
 //! - while the queue is below `cap`, everything is queued in order;
 //! - when it is full, coalescible notifications (`notifications/resources/updated` per
@@ -18,7 +20,10 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use std::task::{Context, Poll};
+
 use bytes::Bytes;
+use futures_util::task::AtomicWaker;
 use tokio::sync::Notify;
 
 use crate::protocol::shape::CacheHints;
@@ -277,6 +282,8 @@ pub struct Outbox {
     // across an await.
     state: Mutex<OutboxState>,
     notify: Notify,
+    /// The waker of a writer that polls ([`Outbox::poll_ready`]) instead of awaiting.
+    waker: AtomicWaker,
     /// The transport the client uses (`http`, `stdio`), for the operator's view.
     transport: &'static str,
 }
@@ -291,6 +298,7 @@ impl Outbox {
         Arc::new(Outbox {
             state: Mutex::new(OutboxState::new(cap)),
             notify: Notify::new(),
+            waker: AtomicWaker::new(),
             transport,
         })
     }
@@ -331,6 +339,7 @@ impl Outbox {
     /// Wakes the writer (see [`Outbox::push_deferred`]).
     pub fn wake(&self) {
         self.notify.notify_one();
+        self.waker.wake();
     }
 
     /// Closes the outbox; the writer sees it on its next `drain`.
@@ -341,12 +350,26 @@ impl Outbox {
                 s.close(reason);
             }
         }
-        self.notify.notify_one();
+        self.wake();
     }
 
     /// Waits until something may be pending or the outbox was closed.
     pub async fn ready(&self) {
         self.notify.notified().await
+    }
+
+    /// [`Outbox::ready`] for a writer that is polled (a response body): `Ready` when
+    /// something is pending or the outbox was closed; otherwise `cx` is woken by the
+    /// next push that finds the queue empty, or by the close.
+    pub fn poll_ready(&self, cx: &mut Context<'_>) -> Poll<()> {
+        // Register first, then look: a push after the look wakes the waker.
+        self.waker.register(cx.waker());
+        let s = self.lock();
+        if s.closed().is_some() || !s.is_empty() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     /// Takes everything pending. `Err` once the outbox is closed.

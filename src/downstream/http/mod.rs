@@ -31,6 +31,7 @@ mod episode;
 mod guard;
 mod listener;
 mod post;
+mod request_stream;
 mod session;
 mod sse;
 mod stateless;
@@ -470,12 +471,17 @@ pub(crate) fn json_response(status: StatusCode, body: bytes::Bytes) -> Response 
 
 /// A `text/event-stream` response fed by a session actor.
 pub(crate) fn sse_response(rx: lane::Receiver<bytes::Bytes>) -> Response {
+    sse_response_with(Body::from_stream(sse::sse_body(rx)))
+}
+
+/// A `200` SSE response with `body`.
+fn sse_response_with(body: Body) -> Response {
     Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "text/event-stream")
         .header(header::CACHE_CONTROL, "no-cache")
         .header("x-accel-buffering", "no")
-        .body(Body::from_stream(sse::sse_body(rx)))
+        .body(body)
         .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
 }
 

@@ -27,9 +27,8 @@
 //! and then the rest of the stream live. A detached stream that got its response is
 //! kept among the last [`FINISHED_KEEP`] such streams. A GET naming a stream that is not
 //! kept is refused (400), so a client does not resume forever.
-//! A cancelled request's POST gets a `-32800` error as its answer (the JSON-RPC
-//! "request cancelled" code) rather than nothing, so that it ends and a client that
-//! resumes streams does not try to resume it.
+//! A cancelled request's POST is answered with a `-32800` ("request cancelled") error,
+//! so that it ends and a client that resumes streams does not try to resume it.
 //! A new plain GET replaces the previous one (closing it) rather than answering 409.
 
 use std::collections::{HashMap, VecDeque};
@@ -38,13 +37,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use tokio::sync::oneshot;
-
-use crate::downstream::lane;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
 use super::sse::{self, LastEventId, ReplayBuffer};
+use crate::downstream::lane;
 use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
 use crate::protocol::{Message, RawId};
@@ -251,6 +249,8 @@ impl SessionActor {
         shutdown: CancellationToken,
     ) {
         let mut done_tx = None;
+        let cancelled = shutdown.cancelled(); // once, not per wake-up (two locks each)
+        tokio::pin!(cancelled);
         let reason = loop {
             // Drain the outbox only when nothing is waiting for room in a stream:
             // while blocked, the outbox applies its coalescing policy instead.
@@ -275,7 +275,7 @@ impl SessionActor {
             let idle_at = self.is_idle().then(|| self.last_activity + idle);
             tokio::select! {
                 biased;
-                _ = shutdown.cancelled() => {
+                () = &mut cancelled => {
                     // Answers the hub queued before the end (the shutdown drain's)
                     // still reach their POSTs.
                     let mut batch = Vec::new();

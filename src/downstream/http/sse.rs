@@ -2,7 +2,8 @@
 //!
 //! Owns: turning JSON-RPC message bytes into SSE events (`id:` + `data:` lines), the
 //! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption, and the
-//! response body that batches every chunk available into one write.
+//! response body that batches every chunk available into one write, and the
+//! keep-alive clock of every SSE stream ([`KeepAlive`]).
 //! Never: decides routing (that is the session actor's job) or touches the hub. The
 //! framing and the buffer are pure and unit-tested; only [`sse_body`] uses tokio.
 //!
@@ -11,7 +12,12 @@
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
 
 use crate::downstream::lane;
 use bytes::{BufMut, Bytes, BytesMut};
@@ -23,6 +29,44 @@ pub(crate) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// The comment written when a stream has been silent for [`KEEP_ALIVE`].
 pub(crate) const KEEP_ALIVE_FRAME: &[u8] = b": keep-alive\n\n";
+
+/// When an SSE stream owes a keep-alive comment: at the end of a [`KEEP_ALIVE`] period
+/// in which nothing was written (so a silent stream hears from mcpmux every 15–30 s).
+/// One timer per stream, made on the first wait and moved once a period: writing an
+/// event only sets a flag, so a busy stream touches no timer (a timer per wait cost
+/// two timer-wheel locks per delivery).
+#[derive(Default)]
+pub(crate) struct KeepAlive {
+    timer: Option<Pin<Box<Sleep>>>,
+    wrote: bool,
+}
+
+impl KeepAlive {
+    /// Something was written: the current period is not silent.
+    pub(crate) fn wrote(&mut self) {
+        self.wrote = true;
+    }
+
+    /// `Ready` when a keep-alive comment is due; otherwise `cx` is woken at the end of
+    /// the current period.
+    pub(crate) fn poll_due(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(KEEP_ALIVE)));
+        while timer.as_mut().poll(cx).is_ready() {
+            timer.as_mut().reset(Instant::now() + KEEP_ALIVE);
+            if !std::mem::take(&mut self.wrote) {
+                return Poll::Ready(());
+            }
+        }
+        Poll::Pending
+    }
+
+    /// [`KeepAlive::poll_due`] as a future.
+    pub(crate) async fn due(&mut self) {
+        std::future::poll_fn(|cx| self.poll_due(cx)).await;
+    }
+}
 
 /// Appends one SSE event to `buf`. `data` may contain line breaks (JSON whitespace
 /// from a pretty-printing peer): each line becomes its own `data:` field, which the
@@ -206,18 +250,22 @@ const FRAMING: usize = 4 + 20 + 1 + 6 + 2;
 /// An SSE response body: every chunk the session actor sent, merged with whatever else
 /// is already queued into a single `Bytes` (one write per wake-up: the cost is per system
 /// call, see docs/architecture.md, "Performance reference"), and a
-/// keep-alive comment after [`KEEP_ALIVE`] of silence. Ends when the actor drops the
+/// keep-alive comment after a [`KEEP_ALIVE`] period of silence ([`KeepAlive`]). Ends when the actor drops the
 /// sender.
 pub(crate) fn sse_body(
     rx: lane::Receiver<Bytes>,
 ) -> impl Stream<Item = Result<Bytes, Infallible>> + Send + 'static {
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        let first = tokio::select! {
-            first = rx.recv() => first?,
-            _ = tokio::time::sleep(KEEP_ALIVE) => Bytes::from_static(KEEP_ALIVE_FRAME),
-        };
-        Some((Ok(merge_available(first, &mut rx)), rx))
-    })
+    futures_util::stream::unfold(
+        (rx, KeepAlive::default()),
+        |(mut rx, mut keep_alive)| async move {
+            let first = tokio::select! {
+                first = rx.recv() => first?,
+                () = keep_alive.due() => Bytes::from_static(KEEP_ALIVE_FRAME),
+            };
+            keep_alive.wrote();
+            Some((Ok(merge_available(first, &mut rx)), (rx, keep_alive)))
+        },
+    )
 }
 
 /// Appends every chunk already queued in `rx` to `first`.

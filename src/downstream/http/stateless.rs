@@ -14,14 +14,12 @@
 
 use std::sync::Arc;
 
-use crate::downstream::lane;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use bytes::BytesMut;
-use tokio_util::sync::CancellationToken;
 
 use super::guard::Accepts;
-use super::{header_str, json_response, session, sse, sse_response, App, TRANSPORT_ERROR};
+use super::request_stream::{Request, RequestStream};
+use super::{header_str, json_response, sse_response_with, App, TRANSPORT_ERROR};
 use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::{OutKind, Outbox};
 use crate::protocol::methods::{self, progress_token};
@@ -111,22 +109,14 @@ pub(super) async fn handle(
         client,
     };
     if sse {
-        let (tx, rx) = lane::channel(session::STREAM_QUEUE);
         let link = guard.link.take().expect("set above");
         let request = Request {
             id,
             read_uri,
             listen,
         };
-        app.tracker.spawn(stream(
-            outbox,
-            link,
-            client,
-            request,
-            tx,
-            app.shutdown.clone(),
-        ));
-        return sse_response(rx);
+        let body = RequestStream::new(outbox, link, client, request, app.shutdown.clone());
+        return sse_response_with(axum::body::Body::new(body));
     }
     // JSON: wait here for the response; if the client goes away first, the guard
     // ends the request's client (cancelling it upstream).
@@ -197,72 +187,6 @@ fn error_code(bytes: &[u8]) -> Option<i64> {
         .ok()?
         .get("code")?
         .as_i64()
-}
-
-/// What a stream writes for: its request's id, the URI when it is a read, and whether
-/// it is a listen.
-struct Request {
-    id: RawId,
-    read_uri: Option<String>,
-    listen: bool,
-}
-
-impl Request {
-    /// The bytes to write for `o`, in the era's shape: the response shaped, a listen's
-    /// update tagged with the stream's `subscriptionId`.
-    fn wire(&self, o: &crate::downstream::outbox::Outbound) -> bytes::Bytes {
-        match &o.kind {
-            OutKind::Response if o.related.as_ref() == Some(&self.id) => {
-                shape::response(o.bytes.clone(), o.hints, self.read_uri.as_deref())
-            }
-            OutKind::Notification | OutKind::Coalescible(_)
-                if self.listen && o.related.as_ref() == Some(&self.id) =>
-            {
-                o.listen_bytes()
-            }
-            _ => o.bytes.clone(),
-        }
-    }
-}
-
-/// Writes the request's messages to its SSE stream until its response (or, for a
-/// listen, until either side ends it), then ends its client.
-async fn stream(
-    outbox: Arc<Outbox>,
-    link: ClientLink,
-    client: ClientId,
-    request: Request,
-    tx: lane::Sender<bytes::Bytes>,
-    shutdown: CancellationToken,
-) {
-    let mut batch = Vec::new();
-    let reason = loop {
-        if outbox.drain(&mut batch).is_err() {
-            break "outbox closed";
-        }
-        let mut chunk = BytesMut::new();
-        let mut done = false;
-        for o in batch.drain(..) {
-            if o.kind == OutKind::Release {
-                done = true;
-                continue;
-            }
-            sse::write_event(&mut chunk, None, &request.wire(&o));
-            done |= o.kind == OutKind::Response && o.related.as_ref() == Some(&request.id);
-        }
-        if !chunk.is_empty() && tx.send(chunk.freeze()).await.is_err() {
-            break "stream closed by the client";
-        }
-        if done {
-            break "answered";
-        }
-        tokio::select! {
-            _ = outbox.ready() => {}
-            _ = tx.closed() => break "stream closed by the client",
-            _ = shutdown.cancelled() => break "shutdown",
-        }
-    };
-    link.client_closed(client, reason).await;
 }
 
 /// Ends the request's client if the handler is dropped before it did (the HTTP client

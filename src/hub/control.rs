@@ -1,9 +1,11 @@
-//! The hub's control channel (stats, snapshots, reload, shutdown), its timers
-//! (request deadlines, lingering releases, re-subscribes, the drain's deadline) and its
-//! own end: the shutdown drain and the last unsubscribes.
+//! The hub's control channel (stats, snapshots, reload, shutdown), what its timers
+//! mean when they come due (request deadlines, lingering releases, re-subscribes, the
+//! drain's deadline; the timers themselves are `deadlines.rs`) and its own end: the
+//! shutdown drain and the last unsubscribes.
 //!
 //! Never waits: a drain is a deadline the loop checks, not a sleep.
 
+use super::deadlines::Due;
 use super::*;
 
 /// The shutdown drain: whether it started (new clients and requests are then refused)
@@ -54,7 +56,7 @@ impl Hub {
                 );
                 self.drain.start(done);
                 self.end_listens();
-                self.timers.insert_at(Timer::Drain, until);
+                self.deadlines.set(Timer::Drain, until);
                 for (client, msg) in std::mem::take(&mut self.deferred_inits) {
                     if let Some(id) = msg.id().cloned() {
                         self.reply_error(
@@ -102,14 +104,15 @@ impl Hub {
         let _ = done.send(cut.len());
     }
 
-    pub(super) fn on_request_deadline(
-        &mut self,
-        (pid, timer): (ProxyId, Option<super::deadlines::RequestTimer>),
-    ) {
-        self.request_timed_out(pid, timer);
+    /// A timer came due: a request's deadline, or one of the rare others.
+    pub(super) fn on_due(&mut self, due: Due) {
+        match due {
+            Due::Request(pid, timer) => self.request_timed_out(pid, timer),
+            Due::Timer(t) => self.on_timer(t),
+        }
     }
 
-    pub(super) fn on_timer(&mut self, t: Timer) {
+    fn on_timer(&mut self, t: Timer) {
         let now = Instant::now().into_std();
         match t {
             Timer::Linger(key) => {

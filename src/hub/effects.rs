@@ -49,7 +49,7 @@ impl Hub {
         if sent {
             let method = super::metrics::method_label(msg.method().unwrap_or_default());
             self.count_request(upstream, method);
-            self.request_timers.arm(
+            self.deadlines.arm(
                 pid,
                 method,
                 Instant::now(),
@@ -120,13 +120,13 @@ impl Hub {
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         self.trace_upstream_done(pid, None);
-        self.request_timers.disarm(pid);
+        self.deadlines.disarm(pid);
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the
     /// request's total limit (`limits.request_max_total_ms`).
     pub(super) fn extend_request_timer(&mut self, pid: ProxyId) {
-        self.request_timers
+        self.deadlines
             .extend(pid, Instant::now(), self.settings.request_timeout);
     }
 
@@ -221,8 +221,8 @@ impl Hub {
                     }
                 },
                 SubEffect::SetLingerTimer { key, at } => {
-                    self.timers
-                        .insert_at(Timer::Linger(key), Instant::from_std(at));
+                    self.deadlines
+                        .set(Timer::Linger(key), Instant::from_std(at));
                 }
             }
         }

@@ -49,11 +49,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::DelayQueue;
 
+use deadlines::Timer;
 use handle::Inboxes;
 pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
 
@@ -63,7 +62,7 @@ use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::{Message, RawId};
 use crate::state::cache::ReadCache;
 use crate::state::catalog::{Catalog, UpstreamNaming};
-use crate::state::ids::{ClientId, IdMap, ProxyId, SubKey, UpstreamId, ViewId};
+use crate::state::ids::{ClientId, IdMap, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
 use crate::state::subscriptions::SubscriptionRegistry;
 use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
@@ -220,17 +219,6 @@ struct ClientInit {
     version: Option<String>,
 }
 
-/// The hub's other timers (rare: one per released subscription, one per refused
-/// re-subscribe, one per shutdown).
-#[derive(Debug)]
-enum Timer {
-    Linger(SubKey),
-    /// A held URI whose re-subscribe after an upstream restart failed: try again.
-    Resubscribe(SubKey),
-    /// The shutdown drain's deadline.
-    Drain,
-}
-
 /// The hub's state. Fields are only touched by the hub task.
 pub struct Hub {
     settings: HubSettings,
@@ -247,10 +235,9 @@ pub struct Hub {
     elicitations: HashMap<(UpstreamId, String), ClientId>,
     /// `logging/setLevel` per client, and the level last set upstream.
     log_levels: lists::LogLevels,
-    /// Request deadlines, by proxy id, so answered requests can drop their timer and
-    /// progress can push it back (never past the request's total limit).
-    request_timers: deadlines::RequestTimers,
-    timers: DelayQueue<Timer>,
+    /// Every timer: request deadlines (dropped when answered, pushed back by
+    /// progress), lingering releases, re-subscribes, the drain's deadline.
+    deadlines: deadlines::Deadlines,
     /// `initialize` requests (and modern requests) waiting for the first start of
     /// every upstream.
     deferred_inits: Vec<(ClientId, Message)>,
@@ -301,8 +288,7 @@ impl Hub {
             clients: IdMap::default(),
             upstreams,
             pending: PendingTable::default(),
-            request_timers: deadlines::RequestTimers::new(),
-            timers: DelayQueue::new(),
+            deadlines: deadlines::Deadlines::new(),
             deferred_inits: Vec::new(),
             doomed: Vec::new(),
             turn: effects::Turn::default(),
@@ -339,12 +325,7 @@ impl Hub {
                     self.catch_up(&mut inbox);
                     self.on_control(ctl);
                 }
-                due = self.request_timers.next_due(), if self.request_timers.armed() => {
-                    self.on_request_deadline(due);
-                }
-                Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
-                    self.on_timer(expired.into_inner());
-                }
+                due = self.deadlines.next(), if self.deadlines.armed() => self.on_due(due),
                 () = &mut shutdown => break,
             }
             self.reap_doomed();

@@ -24,7 +24,7 @@ impl Hub {
             tracing::debug!("late or unknown upstream response dropped");
             return;
         }
-        if let Some(t) = self.request_timers.get(pid) {
+        if let Some(t) = self.deadlines.get(pid) {
             let (method, took) = (t.method, t.sent.elapsed());
             self.count_answer(upstream, method, took, msg.is_error());
         }
@@ -78,7 +78,7 @@ impl Hub {
                 if resubscribe && failed {
                     // Its holders keep it; the server is asked again until it agrees
                     // (or the upstream restarts, which re-subscribes anyway).
-                    self.timers.insert_at(
+                    self.deadlines.set(
                         super::Timer::Resubscribe(key),
                         Instant::now() + super::RESUBSCRIBE_RETRY,
                     );

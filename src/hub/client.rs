@@ -48,7 +48,7 @@ impl Hub {
         if method == methods::PING && !stateless {
             return self.reply(client, &id, json!({}));
         }
-        if self.drain.started() {
+        if self.admission.draining() {
             return self.reply_error(
                 client,
                 &id,
@@ -60,7 +60,7 @@ impl Hub {
         if handshake {
             self.start_lazy_upstreams();
             if self.any_upstream_starting() {
-                self.deferred_inits.push((client, msg));
+                self.admission.defer(client, msg);
                 return;
             }
         }
@@ -147,7 +147,7 @@ impl Hub {
         if self.any_upstream_starting() {
             return;
         }
-        for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+        for (client, msg) in self.admission.take_waiting() {
             if !self.clients.contains_key(&client) {
                 continue;
             }

@@ -1,40 +1,12 @@
 //! The hub's control channel (stats, snapshots, reload, shutdown), what its timers
 //! mean when they come due (request deadlines, lingering releases, re-subscribes, the
 //! drain's deadline; the timers themselves are `deadlines.rs`) and its own end: the
-//! shutdown drain and the last unsubscribes.
+//! shutdown drain (its state is `admission.rs`) and the last unsubscribes.
 //!
 //! Never waits: a drain is a deadline the loop checks, not a sleep.
 
 use super::deadlines::Due;
 use super::*;
-
-/// The shutdown drain: whether it started (new clients and requests are then refused)
-/// and who waits for it to end (told how many requests were cut).
-#[derive(Debug, Default)]
-pub(super) struct Drain {
-    started: bool,
-    done: Option<tokio::sync::oneshot::Sender<usize>>,
-}
-
-impl Drain {
-    fn start(&mut self, done: tokio::sync::oneshot::Sender<usize>) {
-        self.started = true;
-        self.done = Some(done);
-    }
-
-    /// Whether shutdown began.
-    pub(super) fn started(&self) -> bool {
-        self.started
-    }
-
-    fn waiting(&self) -> bool {
-        self.done.is_some()
-    }
-
-    fn finish(&mut self) -> Option<tokio::sync::oneshot::Sender<usize>> {
-        self.done.take()
-    }
-}
 
 impl Hub {
     pub(super) fn on_control(&mut self, ctl: Control) {
@@ -54,10 +26,10 @@ impl Hub {
                     in_flight = self.pending.serving_clients().len(),
                     "draining requests in flight"
                 );
-                self.drain.start(done);
+                let waiting = self.admission.start_drain(done);
                 self.end_listens();
                 self.deadlines.set(Timer::Drain, until);
-                for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+                for (client, msg) in waiting {
                     if let Some(id) = msg.id().cloned() {
                         self.reply_error(
                             client,
@@ -73,8 +45,8 @@ impl Hub {
 
     /// Answers the drain once no client request is in flight.
     pub(super) fn check_drained(&mut self) {
-        if self.drain.waiting() && self.pending.serving_clients().is_empty() {
-            if let Some(done) = self.drain.finish() {
+        if self.admission.drain_awaited() && self.pending.serving_clients().is_empty() {
+            if let Some(done) = self.admission.finish_drain() {
                 let _ = done.send(0);
             }
         }
@@ -82,7 +54,7 @@ impl Hub {
 
     /// The drain's deadline: what is still in flight fails (and is cancelled upstream).
     pub(super) fn drain_deadline(&mut self) {
-        let Some(done) = self.drain.finish() else {
+        let Some(done) = self.admission.finish_drain() else {
             return;
         };
         let cut = self.pending.serving_clients();

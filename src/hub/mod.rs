@@ -23,6 +23,7 @@
 //!   which upstreams each client sees, who hears a view changed), `traces.rs` (spans,
 //!   when tracing is on), `handle.rs` (the channels in), `tests/` (the actor tests, by subject).
 
+mod admission;
 mod association;
 mod client;
 mod control;
@@ -238,9 +239,6 @@ pub struct Hub {
     /// Every timer: request deadlines (dropped when answered, pushed back by
     /// progress), lingering releases, re-subscribes, the drain's deadline.
     deadlines: deadlines::Deadlines,
-    /// `initialize` requests (and modern requests) waiting for the first start of
-    /// every upstream.
-    deferred_inits: Vec<(ClientId, Message)>,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
     /// The fleet actor, when `[fleet]` is configured, and this instance's role per
@@ -248,8 +246,9 @@ pub struct Hub {
     fleet: fleet::FleetPart,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
-    /// The shutdown drain (new clients and requests are refused once it started).
-    drain: control::Drain,
+    /// Handshakes waiting for the upstreams' first start, and the shutdown drain (new
+    /// clients and requests are refused once it started).
+    admission: admission::Admission,
     /// Clients to disconnect once the current event is handled.
     doomed: Vec<(ClientId, CloseReason)>,
     /// What this turn queued to clients: writers are woken once, at its end
@@ -289,11 +288,10 @@ impl Hub {
             upstreams,
             pending: PendingTable::default(),
             deadlines: deadlines::Deadlines::new(),
-            deferred_inits: Vec::new(),
             doomed: Vec::new(),
             turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
-            drain: control::Drain::default(),
+            admission: admission::Admission::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
@@ -379,7 +377,7 @@ impl Hub {
                 session,
                 reply,
             } => {
-                let r = if self.drain.started() {
+                let r = if self.admission.draining() {
                     Err(AdmitError::ShuttingDown)
                 } else if self.catalog.view(view).is_none() {
                     Err(AdmitError::NoSuchProfile)
@@ -450,7 +448,7 @@ impl Hub {
             self.counters.coalesced_gone += state.outbox.merged();
             state.outbox.close(CloseReason::Closed);
         }
-        self.deferred_inits.retain(|(c, _)| *c != client);
+        self.admission.forget(client);
         self.trace_client_gone(client);
         self.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.open.retain(|_, agg| agg.client != client);

@@ -46,7 +46,6 @@ mod upstream_notifications;
 mod upstream_responses;
 mod views;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -231,9 +230,8 @@ pub struct Hub {
     catalog: Catalog,
     /// Client list requests being assembled from several upstreams.
     lists: lists::Assemblies,
-    /// URL-mode elicitations routed to a client, by (upstream, elicitationId), so that
-    /// the server's `notifications/elicitation/complete` reaches the same client.
-    elicitations: HashMap<(UpstreamId, String), ClientId>,
+    /// URL-mode elicitations routed to a client, for their completion.
+    elicitations: association::Elicitations,
     /// `logging/setLevel` per client, and the level last set upstream.
     log_levels: lists::LogLevels,
     /// Every timer: request deadlines (dropped when answered, pushed back by
@@ -274,7 +272,7 @@ impl Hub {
                     .collect(),
             ),
             lists: lists::Assemblies::default(),
-            elicitations: HashMap::new(),
+            elicitations: association::Elicitations::default(),
             fleet: fleet::FleetPart::default(),
             counters: metrics::Counters {
                 started_unix_ms: std::time::SystemTime::now()
@@ -452,7 +450,7 @@ impl Hub {
         self.trace_client_gone(client);
         self.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.open.retain(|_, agg| agg.client != client);
-        self.elicitations.retain(|_, c| *c != client);
+        self.elicitations.forget_client(client);
         if self.log_levels.clients.remove(&client).is_some() {
             self.sync_log_level();
         }

@@ -169,7 +169,7 @@ impl Hub {
                     .params()
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
                     .and_then(|p| p["elicitationId"].as_str().map(str::to_owned));
-                let owner = id.and_then(|id| self.elicitations.remove(&(upstream, id)));
+                let owner = id.and_then(|id| self.elicitations.complete(upstream, id));
                 match owner {
                     Some(client) => {
                         self.push(

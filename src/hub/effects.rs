@@ -205,7 +205,7 @@ impl Hub {
                 SubEffect::Reply {
                     waiter: (client, id),
                     result,
-                } if self.is_listen(client) => {
+                } if self.listens.contains(client) => {
                     // A listen's subscribe: the waiter id is the URI's index.
                     let index = id.as_u64().unwrap_or(u64::MAX) as usize;
                     self.listen_settled(client, index, result.is_ok());

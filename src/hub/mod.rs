@@ -228,6 +228,8 @@ pub struct Hub {
     pending: PendingTable,
     cache: ReadCache,
     catalog: Catalog,
+    /// The open listen streams (`subscriptions/listen`), by their client id.
+    listens: listens::Listens,
     /// Client list requests being assembled from several upstreams.
     lists: lists::Assemblies,
     /// URL-mode elicitations routed to a client, for their completion.
@@ -271,6 +273,7 @@ impl Hub {
                     })
                     .collect(),
             ),
+            listens: listens::Listens::default(),
             lists: lists::Assemblies::default(),
             elicitations: association::Elicitations::default(),
             fleet: fleet::FleetPart::default(),
@@ -446,6 +449,7 @@ impl Hub {
             self.counters.coalesced_gone += state.outbox.merged();
             state.outbox.close(CloseReason::Closed);
         }
+        self.listens.close(client);
         self.admission.forget(client);
         self.trace_client_gone(client);
         self.cache.forget_waiter(|(c, _)| *c == client);

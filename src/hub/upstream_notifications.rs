@@ -220,10 +220,10 @@ impl Hub {
             .iter()
             .filter(|(_, c)| audience.includes(c.view))
             .filter(
-                |(_, c)| match c.init.as_ref().map(|i| i.stateless.as_ref()) {
+                |(id, c)| match c.init.as_ref().map(|i| i.stateless.as_ref()) {
                     None => false,
                     Some(None) => true,
-                    Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
+                    Some(Some(_)) => self.listens.wants(**id, method),
                 },
             )
             .map(|(id, _)| *id)

@@ -88,12 +88,12 @@ impl Hub {
         let now = Instant::now().into_std();
         match t {
             Timer::Linger(key) => {
-                let effects = self.subs.linger_expired(&key, now);
+                let effects = self.holders.registry.linger_expired(&key, now);
                 self.apply_sub_effects(effects);
             }
             Timer::Resubscribe(key) => {
                 if self.upstream_ready(key.upstream).is_some() {
-                    if let Some(fx) = self.subs.retry_resubscribe(&key) {
+                    if let Some(fx) = self.holders.registry.retry_resubscribe(&key) {
                         self.apply_sub_effects(vec![fx]);
                     }
                 }
@@ -119,8 +119,8 @@ impl Hub {
             .max(self.counters.peak_queue);
         HubStats {
             clients: self.clients.len(),
-            subscription_keys: self.subs.len(),
-            client_subscriptions: self.subs.client_pairs(),
+            subscription_keys: self.holders.registry.len(),
+            client_subscriptions: self.holders.registry.client_pairs(),
             pending_requests: self.pending.len(),
             peak_queue: peak,
             coalesced: self.counters.coalesced_gone

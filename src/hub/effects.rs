@@ -1,5 +1,7 @@
-//! Carrying out decisions: pushing to outboxes, sending upstream, timers, and the
-//! subscription registry's effects. Everything here is non-blocking.
+//! Carrying out decisions: pushing to outboxes, sending upstream, arming timers (the
+//! deadlines part, `deadlines.rs`), and the subscription registry's effects (the
+//! registry is the holders part's, `holders.rs`). Owns the turn ([`Turn`]). Everything
+//! here is non-blocking.
 
 use std::sync::Arc;
 
@@ -141,9 +143,11 @@ impl Hub {
             Origin::Client { client, id, .. } => self.reply_error(client, &id, code, message),
             Origin::Subscribe(key) => {
                 let err = json!({"code": code, "message": message});
-                let effects = self
-                    .subs
-                    .upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self.holders.registry.upstream_result(
+                    &key,
+                    Err(err),
+                    Instant::now().into_std(),
+                );
                 self.apply_sub_effects(effects);
             }
             Origin::Read { key, generation } => {
@@ -239,9 +243,11 @@ impl Hub {
             if subscribe {
                 let err = json!({"code": code::UPSTREAM_UNAVAILABLE,
                     "message": self.unavailable(upstream)});
-                let effects = self
-                    .subs
-                    .upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self.holders.registry.upstream_result(
+                    &key,
+                    Err(err),
+                    Instant::now().into_std(),
+                );
                 self.apply_sub_effects(effects);
             }
             return; // An unsubscribe on a dead session has nothing to undo.

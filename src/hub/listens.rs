@@ -6,20 +6,18 @@
 //! [`Listens`] owns every open listen stream, by its client id: what it asked for, the
 //! outcome of each URI's subscribe, and whether it was acknowledged. The hub's glue
 //! here registers what a listen asks for, sends its acknowledgement once every URI is
-//! settled, hands updates to every holder (the same bytes to each: a listen's edge adds
-//! its `subscriptionId` as it writes), and ends the streams on shutdown.
+//! settled, and ends the streams on shutdown; updates reach a listen through the
+//! holders' fan-out (`holders.rs`), which asks this part whether it was acknowledged.
 //!
 //! Never: delivers to a listen before its acknowledgement, or tags bytes itself (a
 //! listen's edge adds its `subscriptionId` as it writes).
-
-use std::collections::HashMap;
 
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::effects::notification_out;
 use super::{Hub, UpstreamStatus};
-use crate::downstream::outbox::{OutKind, Outbound};
+use crate::downstream::outbox::OutKind;
 use crate::protocol::listen::ListenFilter;
 use crate::protocol::stateless::meta;
 use crate::protocol::{code, methods, Message, RawId};
@@ -172,14 +170,18 @@ impl Hub {
                 self.listen_settled(client, i, false);
                 continue;
             };
-            if self.subs.count_for(client) >= self.settings.max_subscriptions_per_client {
+            if self.holders.registry.count_for(client) >= self.settings.max_subscriptions_per_client
+            {
                 self.listen_settled(client, i, false);
                 continue;
             }
             // The waiter's id is the URI's index in the filter (see `listen_settled`).
-            let effects =
-                self.subs
-                    .subscribe(client, key, (client, RawId::from_u64(i as u64)), now);
+            let effects = self.holders.registry.subscribe(
+                client,
+                key,
+                (client, RawId::from_u64(i as u64)),
+                now,
+            );
             self.count_client_subscribe(&effects);
             self.apply_sub_effects(effects);
         }
@@ -198,7 +200,7 @@ impl Hub {
                 force_subscribe: slot.force_subscribe,
             }
             .subscribable(),
-            _ => self.subs.is_active(&key),
+            _ => self.holders.registry.is_active(&key),
         };
         ok.then_some(key)
     }
@@ -223,36 +225,6 @@ impl Hub {
             client,
             notification_out(ack.to_bytes(), OutKind::Request, Some(id)),
         );
-    }
-
-    /// Delivers one notification (serialized once as `msg`) to `clients`: the same
-    /// bytes to each. A listen stream gets it only once acknowledged, marked as related
-    /// to its listen request (its edge adds the `subscriptionId` as it writes); a
-    /// stateless client that is no listen gets nothing.
-    pub(super) fn fan_out_tagged(&mut self, clients: &[ClientId], msg: &Message, kind: OutKind) {
-        self.counters.fanout_deliveries += clients.len() as u64;
-        let plain = notification_out(msg.to_bytes(), kind.clone(), None);
-        let mut per_listen: HashMap<RawId, Outbound> = HashMap::new();
-        for &c in clients {
-            // One lookup of the client table per holder (and one of the listens for a
-            // stateless client): this loop runs for every holder of every update.
-            let Some(state) = self.clients.get(&c) else {
-                continue;
-            };
-            let out = match state.init.as_ref().and_then(|i| i.stateless.as_ref()) {
-                None => plain.clone(),
-                Some(_) => match self.listens.acked(c) {
-                    None => continue,
-                    Some(id) => per_listen
-                        .entry(id.clone())
-                        .or_insert_with(|| {
-                            notification_out(plain.bytes.clone(), kind.clone(), Some(id.clone()))
-                        })
-                        .clone(),
-                },
-            };
-            self.turn.push(c, &state.outbox, out);
-        }
     }
 
     /// Ends every listen stream gracefully (shutdown): its request is answered with a

@@ -178,13 +178,13 @@ impl Hub {
             };
             *clients.entry((c.outbox.transport(), era)).or_default() += 1;
         }
-        let mut top: Vec<(String, usize)> = self
-            .subs
+        let registry = &self.holders.registry;
+        let mut top: Vec<(String, usize)> = registry
             .keys()
             .map(|k| {
                 (
                     self.catalog.expose_uri(k.upstream, &k.uri),
-                    self.subs.holders(k).count(),
+                    registry.holders(k).count(),
                 )
             })
             .filter(|(_, n)| *n > 0)
@@ -196,7 +196,7 @@ impl Hub {
             upstreams,
             clients: clients.into_iter().collect(),
             profiles: self.clients_per_view(),
-            uris_held: self.subs.keys().filter(|k| self.subs.is_active(k)).count(),
+            uris_held: registry.keys().filter(|k| registry.is_active(k)).count(),
             holders: stats.client_subscriptions,
             top_uris: top,
             client_subscribes: self.counters.client_subscribes,

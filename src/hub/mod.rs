@@ -32,6 +32,7 @@ mod effects;
 mod fleet;
 mod from_upstream;
 pub mod handle;
+mod holders;
 mod listens;
 mod lists;
 pub mod metrics;
@@ -55,16 +56,16 @@ use tokio_util::sync::CancellationToken;
 use deadlines::Timer;
 use handle::Inboxes;
 pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
+use holders::{SubError, Waiter};
 
 use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::link::ClientKind;
 use crate::downstream::outbox::{CloseReason, Outbox};
-use crate::protocol::{Message, RawId};
+use crate::protocol::Message;
 use crate::state::cache::ReadCache;
 use crate::state::catalog::{Catalog, UpstreamNaming};
 use crate::state::ids::{ClientId, IdMap, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
-use crate::state::subscriptions::SubscriptionRegistry;
 use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 
 /// Capacity of each of the hub's inboxes (clients, upstreams). Senders wait when one
@@ -187,12 +188,6 @@ pub enum UpstreamStatus {
     Removed,
 }
 
-/// A waiter in the subscription registry: the client and its subscribe request id.
-pub(crate) type Waiter = (ClientId, RawId);
-
-/// The error payload the registry hands to waiters: a JSON-RPC error object.
-pub(crate) type SubError = serde_json::Value;
-
 struct ClientState {
     outbox: Arc<Outbox>,
     /// The view it sees (the default one, or its profile's).
@@ -224,10 +219,11 @@ pub struct Hub {
     settings: HubSettings,
     clients: IdMap<ClientId, ClientState>,
     upstreams: Vec<UpstreamSlot>,
-    subs: SubscriptionRegistry<Waiter>,
     pending: PendingTable,
     cache: ReadCache,
     catalog: Catalog,
+    /// Who holds which URI (the subscription registry), and who gets an update.
+    holders: holders::Holders,
     /// The open listen streams (`subscriptions/listen`), by their client id.
     listens: listens::Listens,
     /// Client list requests being assembled from several upstreams.
@@ -261,7 +257,7 @@ pub struct Hub {
 impl Hub {
     pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
         let mut hub = Hub {
-            subs: SubscriptionRegistry::new(settings.linger),
+            holders: holders::Holders::new(settings.linger),
             cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
             catalog: Catalog::new(
                 upstreams
@@ -458,7 +454,10 @@ impl Hub {
         if self.log_levels.clients.remove(&client).is_some() {
             self.sync_log_level();
         }
-        let effects = self.subs.remove_client(client, Instant::now().into_std());
+        let effects = self
+            .holders
+            .registry
+            .remove_client(client, Instant::now().into_std());
         self.apply_sub_effects(effects);
         for (pid, entry) in self.pending.drop_client(client) {
             self.drop_request_timer(pid);

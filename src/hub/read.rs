@@ -30,7 +30,8 @@ impl Hub {
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached; a request with a progress token
         // keeps its own stream of progress, and an MRTR retry is never cached.
-        let cacheable = self.subs.is_active(&key) || self.upstream_is_stateless(upstream);
+        let cacheable =
+            self.holders.registry.is_active(&key) || self.upstream_is_stateless(upstream);
         if !cacheable || methods::progress_token(msg.params()).is_some() || is_mrtr_retry(&msg) {
             return self.forward_request(client, id, msg);
         }
@@ -85,7 +86,7 @@ impl Hub {
         generation: u64,
         outcome: Result<&str, &str>,
     ) {
-        let still_active = self.subs.is_active(key);
+        let still_active = self.holders.registry.is_active(key);
         let keep = match outcome {
             Ok(result) => keep_rule(result, still_active),
             Err(_) => Keep::Not,

@@ -134,8 +134,8 @@ impl Hub {
         }
         let err = json!({"code": code::UPSTREAM_UNAVAILABLE, "message": why});
         let effects = match to {
-            Some(to) => self.subs.move_upstream(u, to, err),
-            None => self.subs.remove_upstream(u, err),
+            Some(to) => self.holders.registry.move_upstream(u, to, err),
+            None => self.holders.registry.remove_upstream(u, err),
         };
         // The unsubscribes are queued to the actor, which delivers them before it stops.
         self.apply_sub_effects(effects);

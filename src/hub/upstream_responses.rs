@@ -69,11 +69,12 @@ impl Hub {
                         key.uri, e["message"]
                     ));
                 }
-                let resubscribe = self.subs.is_resubscribing(&key);
+                let resubscribe = self.holders.registry.is_resubscribing(&key);
                 let failed = result.is_err();
-                let effects = self
-                    .subs
-                    .upstream_result(&key, result, Instant::now().into_std());
+                let effects =
+                    self.holders
+                        .registry
+                        .upstream_result(&key, result, Instant::now().into_std());
                 self.apply_sub_effects(effects);
                 if resubscribe && failed {
                     // Its holders keep it; the server is asked again until it agrees

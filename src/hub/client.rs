@@ -356,7 +356,9 @@ impl Hub {
                 let Some(req) = RawId::parse(raw.get()) else {
                     return;
                 };
-                self.cache.forget_waiter(|(c, i)| *c == client && *i == req);
+                self.reads
+                    .cache
+                    .forget_waiter(|(c, i)| *c == client && *i == req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {
                         self.drop_request_timer(pid);

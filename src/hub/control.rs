@@ -131,8 +131,8 @@ impl Hub {
                     .map(|c| c.outbox.merged())
                     .sum::<u64>(),
             upstream_sent: sent,
-            cache: self.cache.counters,
-            cache_entries: self.cache.len(),
+            cache: self.reads.cache.counters,
+            cache_entries: self.reads.cache.len(),
         }
     }
 

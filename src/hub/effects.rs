@@ -199,7 +199,7 @@ impl Hub {
                 SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
                 SubEffect::UpstreamUnsubscribe(key) => {
                     // No longer watched: nothing would tell us of a change.
-                    self.cache.invalidate(&key);
+                    self.reads.cache.invalidate(&key);
                     if self.fleet_role(&key).is_some() {
                         self.fleet_release(key);
                     } else {

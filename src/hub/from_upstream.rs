@@ -57,7 +57,7 @@ impl Hub {
         slot.last_caps = info.capabilities.clone();
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
-        self.cache.clear_upstream(upstream);
+        self.reads.cache.clear_upstream(upstream);
         self.refresh_catalog(upstream, &ListKind::ALL);
         self.send_log_level(upstream);
         {
@@ -97,7 +97,7 @@ impl Hub {
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
         self.holders.registry.upstream_lost(upstream);
-        self.cache.clear_upstream(upstream);
+        self.reads.cache.clear_upstream(upstream);
         for kind in ListKind::ALL {
             self.catalog.forget(upstream, kind);
         }

@@ -204,7 +204,7 @@ impl Hub {
             subscribes_saved: self.counters.subscribes_saved,
             cache: stats.cache,
             cache_entries: stats.cache_entries,
-            cache_bytes: self.cache.bytes(),
+            cache_bytes: self.reads.cache.bytes(),
             queue_high_water: stats.peak_queue,
             coalesced: stats.coalesced,
             slow_disconnects: self.counters.slow_disconnects,

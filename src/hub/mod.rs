@@ -62,7 +62,6 @@ use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::link::ClientKind;
 use crate::downstream::outbox::{CloseReason, Outbox};
 use crate::protocol::Message;
-use crate::state::cache::ReadCache;
 use crate::state::catalog::{Catalog, UpstreamNaming};
 use crate::state::ids::{ClientId, IdMap, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
@@ -220,10 +219,12 @@ pub struct Hub {
     clients: IdMap<ClientId, ClientState>,
     upstreams: Vec<UpstreamSlot>,
     pending: PendingTable,
-    cache: ReadCache,
     catalog: Catalog,
     /// Who holds which URI (the subscription registry), and who gets an update.
     holders: holders::Holders,
+    /// Reads through the cache: stored results and the reads in flight with their
+    /// waiters.
+    reads: read::Reads,
     /// The open listen streams (`subscriptions/listen`), by their client id.
     listens: listens::Listens,
     /// Client list requests being assembled from several upstreams.
@@ -258,7 +259,7 @@ impl Hub {
     pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
         let mut hub = Hub {
             holders: holders::Holders::new(settings.linger),
-            cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
+            reads: read::Reads::new(settings.cache_entries, settings.cache_bytes),
             catalog: Catalog::new(
                 upstreams
                     .iter()
@@ -448,7 +449,7 @@ impl Hub {
         self.listens.close(client);
         self.admission.forget(client);
         self.trace_client_gone(client);
-        self.cache.forget_waiter(|(c, _)| *c == client);
+        self.reads.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.open.retain(|_, agg| agg.client != client);
         self.elicitations.forget_client(client);
         if self.log_levels.clients.remove(&client).is_some() {

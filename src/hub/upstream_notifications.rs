@@ -32,9 +32,9 @@ impl Hub {
         // hear of it too, and the parent's cached contents are stale.
         let (holders, parents) = self.holders.of_update(&key);
         // Invalidate before anyone hears of the change, so a re-read misses.
-        self.cache.invalidate(&key);
+        self.reads.cache.invalidate(&key);
         for pkey in &parents {
-            self.cache.invalidate(pkey);
+            self.reads.cache.invalidate(pkey);
         }
         if holders.is_empty() {
             return;

@@ -213,13 +213,16 @@ struct ClientInit {
     version: Option<String>,
 }
 
-/// The hub's state. Fields are only touched by the hub task.
+/// The hub's state: the clients and the upstreams, and one owned part per job, each a
+/// type with its own state and methods. Fields are only touched by the hub task.
 pub struct Hub {
     settings: HubSettings,
     clients: IdMap<ClientId, ClientState>,
     upstreams: Vec<UpstreamSlot>,
-    pending: PendingTable,
+    /// Names, prefixes and the routing table of each view.
     catalog: Catalog,
+    /// Requests in flight upstream, and server requests in flight to clients.
+    pending: PendingTable,
     /// Who holds which URI (the subscription registry), and who gets an update.
     holders: holders::Holders,
     /// Reads through the cache: stored results and the reads in flight with their
@@ -229,10 +232,10 @@ pub struct Hub {
     listens: listens::Listens,
     /// Client list requests being assembled from several upstreams.
     lists: lists::Assemblies,
-    /// URL-mode elicitations routed to a client, for their completion.
-    elicitations: association::Elicitations,
     /// `logging/setLevel` per client, and the level last set upstream.
     log_levels: lists::LogLevels,
+    /// URL-mode elicitations routed to a client, for their completion.
+    elicitations: association::Elicitations,
     /// Every timer: request deadlines (dropped when answered, pushed back by
     /// progress), lingering releases, re-subscribes, the drain's deadline.
     deadlines: deadlines::Deadlines,
@@ -246,10 +249,9 @@ pub struct Hub {
     /// Handshakes waiting for the upstreams' first start, and the shutdown drain (new
     /// clients and requests are refused once it started).
     admission: admission::Admission,
-    /// Clients to disconnect once the current event is handled.
-    doomed: Vec<(ClientId, CloseReason)>,
-    /// What this turn queued to clients: writers are woken once, at its end
-    /// ([`Hub::wake_writers`]); its size bounds a burst ([`TURN_PUSHES`]).
+    /// What this turn queued to clients, and whose outbox refused: writers are woken
+    /// once, at its end ([`Hub::wake_writers`]), the refusing clients disconnected
+    /// ([`Hub::reap_doomed`]); its size bounds a burst ([`TURN_PUSHES`]).
     turn: effects::Turn,
     /// Open spans, when tracing is on (docs/architecture.md, "Traces").
     traces: traces::Traces,
@@ -260,6 +262,7 @@ impl Hub {
         let mut hub = Hub {
             holders: holders::Holders::new(settings.linger),
             reads: read::Reads::new(settings.cache_entries, settings.cache_bytes),
+            listens: listens::Listens::default(),
             catalog: Catalog::new(
                 upstreams
                     .iter()
@@ -270,7 +273,6 @@ impl Hub {
                     })
                     .collect(),
             ),
-            listens: listens::Listens::default(),
             lists: lists::Assemblies::default(),
             elicitations: association::Elicitations::default(),
             fleet: fleet::FleetPart::default(),
@@ -286,10 +288,9 @@ impl Hub {
             upstreams,
             pending: PendingTable::default(),
             deadlines: deadlines::Deadlines::new(),
-            doomed: Vec::new(),
+            admission: admission::Admission::default(),
             turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
-            admission: admission::Admission::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
@@ -475,9 +476,11 @@ impl Hub {
         }
     }
 
+    /// Disconnects the clients whose outbox refused a message (latest first); those
+    /// refused meanwhile wait for the next call.
     fn reap_doomed(&mut self) {
-        self.doomed.append(&mut self.turn.refused);
-        while let Some((client, reason)) = self.doomed.pop() {
+        let doomed = std::mem::take(&mut self.turn.refused);
+        for (client, reason) in doomed.into_iter().rev() {
             if let Some(c) = self.clients.get(&client) {
                 tracing::warn!(%client, ?reason, "disconnecting a client that does not keep up");
                 c.outbox.close(reason);

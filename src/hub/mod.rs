@@ -1,27 +1,38 @@
-//! The hub: the single owner of the proxy's shared state.
+//! The hub: the single owner of the proxy's shared state (docs/architecture.md,
+//! "Shape").
 //!
-//! One task owns the subscription registry, the pending-request table, the client
-//! table and the upstream table, and turns every client and upstream event into effects: pushes to
-//! client outboxes and `try_send`s to upstream actors. It never awaits a client or an
-//! upstream, so one slow party can never stall another. Decisions live in
-//! [`crate::state`]; this module only wires them to channels and timers.
+//! One task owns the client table, the upstream table and a few parts, each a type with
+//! its own state and methods ([`Hub`]'s fields), and turns every client and upstream
+//! event into effects: pushes to client outboxes and `try_send`s to upstream actors. It
+//! never awaits a client or an upstream, so one slow party can never stall another.
+//! Decisions live in [`crate::state`] and in the parts; the `impl Hub` glue of each file
+//! only wires them to channels and timers.
 //!
 //! Files:
+//! - the parts: `holders.rs` (`Holders`: the subscription registry, who gets an update
+//!   and in which form), `listens.rs` (`Listens`: the open listen streams), `read.rs`
+//!   (`Reads`: the read cache and its rules), `lists.rs` (`Assemblies`: merged lists;
+//!   `LogLevels`), `deadlines.rs` (`Deadlines`: every timer), `admission.rs`
+//!   (`Admission`: waiting handshakes, the shutdown drain), `mrtr.rs` (`Mrtr`: input
+//!   asked of stateless clients by answer-and-retry), `association.rs`
+//!   (`Elicitations`), `fleet.rs` (`FleetPart`), `metrics.rs` (`Counters`),
+//!   `traces.rs` (`Traces`), `effects.rs` (`Turn`); each file also holds the glue of
+//!   its part;
 //! - from clients: `client.rs` (admission, requests, notifications), `routing.rs`
 //!   (which upstream a request goes to), `lists.rs` (merged lists, the catalog, log
 //!   levels), `read.rs` (reads through the cache), `stateless.rs` (clients that
 //!   are one request, 2026-07-28: routing, `server/discover`, the cache hints of an
-//!   answer), `listens.rs` (listen streams as holders), `mrtr.rs` (input asked of
-//!   stateless clients by answer-and-retry);
+//!   answer), `listens.rs` (listen requests), `mrtr.rs`;
 //! - from upstreams: `from_upstream.rs` (dispatch, ready, down), `upstream_responses.rs`,
-//!   `upstream_notifications.rs` (updates fanned out, `list_changed`, progress),
-//!   `association.rs` (what belongs to one client's request), `request_ctx.rs` (what a
-//!   2026-07-28 upstream is told of the client a request is for);
-//! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
-//!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
-//!   the operator's snapshot), `reload.rs` (a new config applied), `views.rs` (profiles:
-//!   which upstreams each client sees, who hears a view changed), `traces.rs` (spans,
-//!   when tracing is on), `handle.rs` (the channels in), `tests/` (the actor tests, by subject).
+//!   `upstream_notifications.rs` (updates, `list_changed`, progress), `holders.rs` (the
+//!   fan-out), `association.rs` (what belongs to one client's request), `request_ctx.rs`
+//!   (what a 2026-07-28 upstream is told of the client a request is for);
+//! - around: `effects.rs` (sending, the registry's effects), `control.rs` (the control
+//!   channel, what a timer coming due means, the drain), `fleet.rs` (roles and events of
+//!   the fleet), `metrics.rs` (counters and the operator's snapshot), `reload.rs` (a new
+//!   config applied), `views.rs` (profiles: which upstreams each client sees, who hears
+//!   a view changed), `traces.rs` (spans, when tracing is on), `handle.rs` (the
+//!   channels in), `tests/` (the actor tests, by subject).
 
 mod admission;
 mod association;

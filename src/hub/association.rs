@@ -13,7 +13,12 @@
 //!    `unrelated_messages` policy (default: delivered to nobody); a server→client
 //!    request that belongs to nobody is refused with an error saying why.
 //!
+//! Owns the URL-mode elicitations routed to a client ([`Elicitations`]), so that the
+//! server's `notifications/elicitation/complete` reaches the same client.
+//!
 //! Never: gives a client a message that belongs to another client's request.
+
+use std::collections::HashMap;
 
 use serde_json::json;
 
@@ -26,6 +31,29 @@ use crate::protocol::{code, Message, RawId};
 use crate::state::ids::{ClientId, ProxyId, UpstreamId};
 use crate::state::pending::{ClientBound, Origin};
 use crate::upstream::Related;
+
+/// URL-mode elicitations routed to a client, by (upstream, `elicitationId`).
+#[derive(Debug, Default)]
+pub(super) struct Elicitations {
+    owners: HashMap<(UpstreamId, String), ClientId>,
+}
+
+impl Elicitations {
+    /// Elicitation `id` of `upstream` went to `client`.
+    pub(super) fn record(&mut self, upstream: UpstreamId, id: &str, client: ClientId) {
+        self.owners.insert((upstream, id.to_owned()), client);
+    }
+
+    /// The client elicitation `id` of `upstream` went to, once: it completed.
+    pub(super) fn complete(&mut self, upstream: UpstreamId, id: String) -> Option<ClientId> {
+        self.owners.remove(&(upstream, id))
+    }
+
+    /// The client left: nothing completes to it any more.
+    pub(super) fn forget_client(&mut self, client: ClientId) {
+        self.owners.retain(|_, c| *c != client);
+    }
+}
 
 impl Hub {
     pub(super) fn on_other_notification(
@@ -177,7 +205,7 @@ impl Hub {
         }
         if method == methods::ELICITATION_CREATE && params["mode"] == "url" {
             if let Some(eid) = params["elicitationId"].as_str() {
-                self.elicitations.insert((upstream, eid.to_owned()), client);
+                self.elicitations.record(upstream, eid, client);
             }
         }
         let pid = self.pending.register_client_bound(ClientBound {
@@ -224,4 +252,22 @@ fn missing_capability(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_elicitation_completes_once_to_its_client_and_not_after_it_left() {
+        let mut e = Elicitations::default();
+        e.record(UpstreamId(0), "e1", ClientId(1));
+        e.record(UpstreamId(1), "e1", ClientId(2));
+        e.record(UpstreamId(0), "e2", ClientId(2));
+        assert_eq!(e.complete(UpstreamId(0), "e1".into()), Some(ClientId(1)));
+        assert_eq!(e.complete(UpstreamId(0), "e1".into()), None, "once");
+        e.forget_client(ClientId(2));
+        assert_eq!(e.complete(UpstreamId(1), "e1".into()), None);
+        assert_eq!(e.complete(UpstreamId(0), "e2".into()), None);
+    }
 }

@@ -1,5 +1,9 @@
-//! Client → hub: the handshake answered locally, subscriptions through the registry,
-//! everything else forwarded to the upstream that owns it with a proxy-allocated id.
+//! Client → hub: the handshake answered locally (it waits for the upstreams' first
+//! start in the admission part, `admission.rs`), subscriptions through the registry
+//! (the holders part, `holders.rs`), everything else forwarded to the upstream that owns
+//! it with a proxy-allocated id.
+//!
+//! Owns no state of its own. Never waits on a client or an upstream.
 
 use serde_json::json;
 use tokio::time::Instant;
@@ -48,7 +52,7 @@ impl Hub {
         if method == methods::PING && !stateless {
             return self.reply(client, &id, json!({}));
         }
-        if self.drain.started() {
+        if self.admission.draining() {
             return self.reply_error(
                 client,
                 &id,
@@ -60,7 +64,7 @@ impl Hub {
         if handshake {
             self.start_lazy_upstreams();
             if self.any_upstream_starting() {
-                self.deferred_inits.push((client, msg));
+                self.admission.defer(client, msg);
                 return;
             }
         }
@@ -147,7 +151,7 @@ impl Hub {
         if self.any_upstream_starting() {
             return;
         }
-        for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+        for (client, msg) in self.admission.take_waiting() {
             if !self.clients.contains_key(&client) {
                 continue;
             }
@@ -246,7 +250,7 @@ impl Hub {
                 force_subscribe: slot.force_subscribe,
             }
             .subscribable(),
-            _ if self.subs.is_active(&key) => true,
+            _ if self.holders.registry.is_active(&key) => true,
             _ => {
                 let why = self.unavailable(upstream);
                 return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
@@ -259,8 +263,8 @@ impl Hub {
             );
             return self.reply_error(client, &id, code::METHOD_NOT_FOUND, &why);
         }
-        if !self.subs.holds(client, &key)
-            && self.subs.count_for(client) >= self.settings.max_subscriptions_per_client
+        if !self.holders.registry.holds(client, &key)
+            && self.holders.registry.count_for(client) >= self.settings.max_subscriptions_per_client
         {
             let why = format!(
                 "too many subscriptions for this client (limits.max_subscriptions_per_client = {})",
@@ -268,9 +272,10 @@ impl Hub {
             );
             return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
         }
-        let effects = self
-            .subs
-            .subscribe(client, key, (client, id), Instant::now().into_std());
+        let effects =
+            self.holders
+                .registry
+                .subscribe(client, key, (client, id), Instant::now().into_std());
         self.count_client_subscribe(&effects);
         self.apply_sub_effects(effects);
     }
@@ -292,9 +297,10 @@ impl Hub {
         };
         if let Some((upstream, upstream_uri)) = self.route_uri(self.view_of(client), &uri) {
             let key = SubKey::new(upstream, &upstream_uri);
-            let effects = self
-                .subs
-                .unsubscribe(client, &key, Instant::now().into_std());
+            let effects =
+                self.holders
+                    .registry
+                    .unsubscribe(client, &key, Instant::now().into_std());
             self.apply_sub_effects(effects);
         }
         self.reply(client, &id, json!({}));
@@ -350,7 +356,9 @@ impl Hub {
                 let Some(req) = RawId::parse(raw.get()) else {
                     return;
                 };
-                self.cache.forget_waiter(|(c, i)| *c == client && *i == req);
+                self.reads
+                    .cache
+                    .forget_waiter(|(c, i)| *c == client && *i == req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {
                         self.drop_request_timer(pid);

@@ -1,38 +1,12 @@
-//! The hub's control channel (stats, snapshots, reload, shutdown), its timers
-//! (request deadlines, lingering releases, re-subscribes, the drain's deadline) and its
-//! own end: the shutdown drain and the last unsubscribes.
+//! The hub's control channel (stats, snapshots, reload, shutdown), what its timers
+//! mean when they come due (request deadlines, lingering releases, re-subscribes, the
+//! drain's deadline; the timers themselves are `deadlines.rs`) and its own end: the
+//! shutdown drain (its state is `admission.rs`) and the last unsubscribes.
 //!
 //! Never waits: a drain is a deadline the loop checks, not a sleep.
 
+use super::deadlines::Due;
 use super::*;
-
-/// The shutdown drain: whether it started (new clients and requests are then refused)
-/// and who waits for it to end (told how many requests were cut).
-#[derive(Debug, Default)]
-pub(super) struct Drain {
-    started: bool,
-    done: Option<tokio::sync::oneshot::Sender<usize>>,
-}
-
-impl Drain {
-    fn start(&mut self, done: tokio::sync::oneshot::Sender<usize>) {
-        self.started = true;
-        self.done = Some(done);
-    }
-
-    /// Whether shutdown began.
-    pub(super) fn started(&self) -> bool {
-        self.started
-    }
-
-    fn waiting(&self) -> bool {
-        self.done.is_some()
-    }
-
-    fn finish(&mut self) -> Option<tokio::sync::oneshot::Sender<usize>> {
-        self.done.take()
-    }
-}
 
 impl Hub {
     pub(super) fn on_control(&mut self, ctl: Control) {
@@ -52,10 +26,10 @@ impl Hub {
                     in_flight = self.pending.serving_clients().len(),
                     "draining requests in flight"
                 );
-                self.drain.start(done);
+                let waiting = self.admission.start_drain(done);
                 self.end_listens();
-                self.timers.insert_at(Timer::Drain, until);
-                for (client, msg) in std::mem::take(&mut self.deferred_inits) {
+                self.deadlines.set(Timer::Drain, until);
+                for (client, msg) in waiting {
                     if let Some(id) = msg.id().cloned() {
                         self.reply_error(
                             client,
@@ -71,8 +45,8 @@ impl Hub {
 
     /// Answers the drain once no client request is in flight.
     pub(super) fn check_drained(&mut self) {
-        if self.drain.waiting() && self.pending.serving_clients().is_empty() {
-            if let Some(done) = self.drain.finish() {
+        if self.admission.drain_awaited() && self.pending.serving_clients().is_empty() {
+            if let Some(done) = self.admission.finish_drain() {
                 let _ = done.send(0);
             }
         }
@@ -80,7 +54,7 @@ impl Hub {
 
     /// The drain's deadline: what is still in flight fails (and is cancelled upstream).
     pub(super) fn drain_deadline(&mut self) {
-        let Some(done) = self.drain.finish() else {
+        let Some(done) = self.admission.finish_drain() else {
             return;
         };
         let cut = self.pending.serving_clients();
@@ -102,23 +76,24 @@ impl Hub {
         let _ = done.send(cut.len());
     }
 
-    pub(super) fn on_request_deadline(
-        &mut self,
-        (pid, timer): (ProxyId, Option<super::deadlines::RequestTimer>),
-    ) {
-        self.request_timed_out(pid, timer);
+    /// A timer came due: a request's deadline, or one of the rare others.
+    pub(super) fn on_due(&mut self, due: Due) {
+        match due {
+            Due::Request(pid, timer) => self.request_timed_out(pid, timer),
+            Due::Timer(t) => self.on_timer(t),
+        }
     }
 
-    pub(super) fn on_timer(&mut self, t: Timer) {
+    fn on_timer(&mut self, t: Timer) {
         let now = Instant::now().into_std();
         match t {
             Timer::Linger(key) => {
-                let effects = self.subs.linger_expired(&key, now);
+                let effects = self.holders.registry.linger_expired(&key, now);
                 self.apply_sub_effects(effects);
             }
             Timer::Resubscribe(key) => {
                 if self.upstream_ready(key.upstream).is_some() {
-                    if let Some(fx) = self.subs.retry_resubscribe(&key) {
+                    if let Some(fx) = self.holders.registry.retry_resubscribe(&key) {
                         self.apply_sub_effects(vec![fx]);
                     }
                 }
@@ -144,8 +119,8 @@ impl Hub {
             .max(self.counters.peak_queue);
         HubStats {
             clients: self.clients.len(),
-            subscription_keys: self.subs.len(),
-            client_subscriptions: self.subs.client_pairs(),
+            subscription_keys: self.holders.registry.len(),
+            client_subscriptions: self.holders.registry.client_pairs(),
             pending_requests: self.pending.len(),
             peak_queue: peak,
             coalesced: self.counters.coalesced_gone
@@ -156,8 +131,8 @@ impl Hub {
                     .map(|c| c.outbox.merged())
                     .sum::<u64>(),
             upstream_sent: sent,
-            cache: self.cache.counters,
-            cache_entries: self.cache.len(),
+            cache: self.reads.cache.counters,
+            cache_entries: self.reads.cache.len(),
         }
     }
 

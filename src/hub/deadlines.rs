@@ -1,19 +1,23 @@
-//! Request deadlines: which pending upstream request is due, and one timer to wake the
-//! hub when the earliest may be (docs/architecture.md, "Request deadlines").
+//! Every timer of the hub (docs/architecture.md, "Request deadlines"): the deadlines
+//! of the requests in flight upstream, and the rare others (a lingering release, a
+//! refused re-subscribe to ask again, the shutdown drain's deadline).
 //!
-//! Owns an ordered set of `(deadline, proxy id)` and a single [`Sleep`]. The sleep is
-//! moved earlier when a new deadline comes before it, and never otherwise: an answered
-//! request only leaves the set. When the sleep fires with nothing due, it is set to the
-//! earliest deadline left (or disarmed). With one timeout for every request, sequential
-//! requests therefore touch the runtime's timer once per timeout period rather than
-//! twice per request, and never wake the hub for their own bookkeeping.
+//! Request deadlines are on the path of every forwarded call, so they have a timer of
+//! their own: an ordered set of `(deadline, proxy id)` and a single [`Sleep`]
+//! ([`DueQueue`]). The sleep is moved earlier when a new deadline comes before it, and
+//! never otherwise: an answered request only leaves the set. When the sleep fires with
+//! nothing due, it is set to the earliest deadline left (or disarmed). With one timeout
+//! for every request, sequential requests therefore touch the runtime's timer once per
+//! timeout period rather than twice per request, and never wake the hub for their own
+//! bookkeeping. The rare timers share one `DelayQueue`.
 //!
-//! [`RequestTimers`] is the hub's part built on it: each pending request's deadline,
-//! total limit, send time and method (for the latency counters), armed when a request
-//! is sent, pushed back by progress, dropped when answered.
+//! [`Deadlines`] is the hub's part: each pending request's deadline, total limit, send
+//! time and method (for the latency counters), armed when a request is sent, pushed
+//! back by progress, dropped when answered; and the other timers, set by the hub.
 //!
-//! Never decides what a due request means (the hub fails and cancels it) and never
-//! reads the clock except when its timer fired.
+//! Never decides what a due request or timer means (the hub fails and cancels the
+//! request, releases the key, ...) and never reads the clock except when its timer
+//! fired.
 
 use std::collections::BTreeSet;
 use std::future::{poll_fn, Future};
@@ -21,20 +25,40 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::time::{Instant, Sleep};
+use tokio_util::time::DelayQueue;
 
-use crate::state::ids::{IdMap, ProxyId};
+use crate::state::ids::{IdMap, ProxyId, SubKey};
 
+/// The hub's rare timers (one per released subscription, one per refused
+/// re-subscribe, one per shutdown).
 #[derive(Debug)]
-pub(super) struct Deadlines {
+pub(super) enum Timer {
+    Linger(SubKey),
+    /// A held URI whose re-subscribe after an upstream restart failed: try again.
+    Resubscribe(SubKey),
+    /// The shutdown drain's deadline.
+    Drain,
+}
+
+/// What came due: a request's deadline (with its timer, taken out) or another timer.
+#[derive(Debug)]
+pub(super) enum Due {
+    Request(ProxyId, Option<RequestTimer>),
+    Timer(Timer),
+}
+
+/// The ordered set of request deadlines and its one sleep (see the module doc).
+#[derive(Debug)]
+struct DueQueue {
     due: BTreeSet<(Instant, ProxyId)>,
     sleep: Pin<Box<Sleep>>,
     /// What `sleep` is set to; `None` when nothing is due at all.
     armed: Option<Instant>,
 }
 
-impl Deadlines {
-    pub(super) fn new() -> Self {
-        Deadlines {
+impl DueQueue {
+    fn new() -> Self {
+        DueQueue {
             due: BTreeSet::new(),
             sleep: Box::pin(tokio::time::sleep_until(Instant::now())),
             armed: None,
@@ -42,7 +66,7 @@ impl Deadlines {
     }
 
     /// Adds `pid`, due `at`.
-    pub(super) fn insert(&mut self, pid: ProxyId, at: Instant) {
+    fn insert(&mut self, pid: ProxyId, at: Instant) {
         self.due.insert((at, pid));
         if self.armed.is_none_or(|armed| at < armed) {
             self.sleep.as_mut().reset(at);
@@ -51,30 +75,31 @@ impl Deadlines {
     }
 
     /// Removes `pid`, which was due `at`. The timer stays as it is (see the module doc).
-    pub(super) fn remove(&mut self, pid: ProxyId, at: Instant) {
+    fn remove(&mut self, pid: ProxyId, at: Instant) {
         self.due.remove(&(at, pid));
     }
 
     /// Moves `pid` from `old` to `new`.
-    pub(super) fn reset(&mut self, pid: ProxyId, old: Instant, new: Instant) {
+    fn reset(&mut self, pid: ProxyId, old: Instant, new: Instant) {
         self.remove(pid, old);
         self.insert(pid, new);
     }
 
     /// Whether the timer is set: [`Self::next_due`] can only complete when it is.
-    pub(super) fn armed(&self) -> bool {
+    fn armed(&self) -> bool {
         self.armed.is_some()
     }
 
     #[cfg(test)]
-    pub(super) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         self.due.len()
     }
 
     /// The next request whose deadline has passed, taken out of the set. Pending until
     /// there is one; with the timer disarmed it registers no wake-up (the hub only polls
     /// it while [`Self::armed`]).
-    pub(super) async fn next_due(&mut self) -> ProxyId {
+    #[cfg(test)]
+    async fn next_due(&mut self) -> ProxyId {
         poll_fn(|cx| self.poll_due(cx)).await
     }
 
@@ -120,18 +145,21 @@ impl RequestTimer {
     }
 }
 
-/// The deadlines of the requests in flight upstream, by proxy id.
+/// The hub's timers: the deadlines of the requests in flight upstream, by proxy id,
+/// and the rare others.
 #[derive(Debug)]
-pub(super) struct RequestTimers {
-    timers: IdMap<ProxyId, RequestTimer>,
-    queue: Deadlines,
+pub(super) struct Deadlines {
+    requests: IdMap<ProxyId, RequestTimer>,
+    queue: DueQueue,
+    others: DelayQueue<Timer>,
 }
 
-impl RequestTimers {
+impl Deadlines {
     pub(super) fn new() -> Self {
-        RequestTimers {
-            timers: IdMap::default(),
-            queue: Deadlines::new(),
+        Deadlines {
+            requests: IdMap::default(),
+            queue: DueQueue::new(),
+            others: DelayQueue::new(),
         }
     }
 
@@ -153,19 +181,19 @@ impl RequestTimers {
             sent: now,
             method,
         };
-        self.timers.insert(pid, timer);
+        self.requests.insert(pid, timer);
     }
 
     /// Request `pid` is done (answered, failed or cancelled): its timer goes.
     pub(super) fn disarm(&mut self, pid: ProxyId) -> Option<RequestTimer> {
-        let t = self.timers.remove(&pid)?;
+        let t = self.requests.remove(&pid)?;
         self.queue.remove(pid, t.deadline);
         Some(t)
     }
 
     /// Progress on `pid` at `now`: its timeout starts again, never past its limit.
     pub(super) fn extend(&mut self, pid: ProxyId, now: Instant, timeout: std::time::Duration) {
-        if let Some(t) = self.timers.get_mut(&pid) {
+        if let Some(t) = self.requests.get_mut(&pid) {
             let at = (now + timeout).min(t.limit);
             self.queue.reset(pid, t.deadline, at);
             t.deadline = at;
@@ -173,18 +201,36 @@ impl RequestTimers {
     }
 
     pub(super) fn get(&self, pid: ProxyId) -> Option<&RequestTimer> {
-        self.timers.get(&pid)
+        self.requests.get(&pid)
     }
 
-    /// Whether a deadline can come due ([`Self::next_due`] only completes then).
+    /// Sets one of the rare timers, due `at`.
+    pub(super) fn set(&mut self, timer: Timer, at: Instant) {
+        self.others.insert_at(timer, at);
+    }
+
+    /// Whether anything can come due ([`Self::next`] only completes then).
     pub(super) fn armed(&self) -> bool {
-        self.queue.armed()
+        self.queue.armed() || !self.others.is_empty()
     }
 
-    /// The next request whose deadline passed, with its timer (taken out).
-    pub(super) async fn next_due(&mut self) -> (ProxyId, Option<RequestTimer>) {
-        let pid = self.queue.next_due().await;
-        (pid, self.timers.remove(&pid))
+    /// The next request deadline passed (with its timer, taken out) or other timer
+    /// due. Pending until there is one; registers no wake-up for a part with nothing
+    /// to wait for.
+    pub(super) async fn next(&mut self) -> Due {
+        poll_fn(|cx| self.poll_next(cx)).await
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Due> {
+        if let Poll::Ready(pid) = self.queue.poll_due(cx) {
+            return Poll::Ready(Due::Request(pid, self.requests.remove(&pid)));
+        }
+        if !self.others.is_empty() {
+            if let Poll::Ready(Some(expired)) = self.others.poll_expired(cx) {
+                return Poll::Ready(Due::Timer(expired.into_inner()));
+            }
+        }
+        Poll::Pending
     }
 }
 
@@ -194,12 +240,12 @@ mod tests {
 
     use tokio::time::{timeout, Instant};
 
-    use super::Deadlines;
+    use super::{Deadlines, Due, DueQueue, Timer};
     use crate::state::ids::ProxyId;
 
     const S: Duration = Duration::from_secs(1);
 
-    async fn next(d: &mut Deadlines) -> Option<(ProxyId, Instant)> {
+    async fn next(d: &mut DueQueue) -> Option<(ProxyId, Instant)> {
         if !d.armed() {
             return None;
         }
@@ -212,7 +258,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn due_requests_come_out_in_deadline_order_at_their_deadline() {
         let t0 = Instant::now();
-        let mut d = Deadlines::new();
+        let mut d = DueQueue::new();
         d.insert(ProxyId(2), t0 + S * 20);
         d.insert(ProxyId(1), t0 + S * 10);
         d.insert(ProxyId(3), t0 + S * 30);
@@ -228,7 +274,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_removed_request_never_comes_out_and_the_timer_moves_on_to_the_next() {
         let t0 = Instant::now();
-        let mut d = Deadlines::new();
+        let mut d = DueQueue::new();
         d.insert(ProxyId(1), t0 + S * 10);
         d.insert(ProxyId(2), t0 + S * 25);
         d.remove(ProxyId(1), t0 + S * 10);
@@ -243,7 +289,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_earlier_deadline_moves_the_timer_and_a_reset_moves_the_request() {
         let t0 = Instant::now();
-        let mut d = Deadlines::new();
+        let mut d = DueQueue::new();
         d.insert(ProxyId(1), t0 + S * 60);
         d.insert(ProxyId(2), t0 + S * 5);
         assert_eq!(next(&mut d).await, Some((ProxyId(2), t0 + S * 5)));
@@ -257,7 +303,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn requests_due_at_the_same_instant_all_come_out() {
         let t0 = Instant::now();
-        let mut d = Deadlines::new();
+        let mut d = DueQueue::new();
         for p in 0..100 {
             d.insert(ProxyId(p), t0 + S);
         }
@@ -270,5 +316,32 @@ mod tests {
             }
         }
         assert_eq!(seen, (0..100).collect::<Vec<_>>());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_part_gives_request_deadlines_with_their_timer_and_the_other_timers() {
+        let t0 = Instant::now();
+        let mut d = Deadlines::new();
+        assert!(!d.armed(), "nothing to wait for");
+        d.arm(ProxyId(7), "tools/call", t0, S * 10, S * 600);
+        d.set(Timer::Drain, t0 + S * 5);
+        assert!(d.armed());
+        assert!(matches!(d.next().await, Due::Timer(Timer::Drain)));
+        assert_eq!(Instant::now(), t0 + S * 5);
+        // Progress pushes the request back; its timer comes out with it.
+        d.extend(ProxyId(7), Instant::now(), S * 10);
+        match d.next().await {
+            Due::Request(pid, Some(t)) => {
+                assert_eq!((pid, t.method, t.sent), (ProxyId(7), "tools/call", t0));
+                assert!(!t.limit_reached(Instant::now()));
+            }
+            other => panic!("expected the request's deadline, got {other:?}"),
+        }
+        assert_eq!(Instant::now(), t0 + S * 15);
+        assert!(d.get(ProxyId(7)).is_none(), "taken out");
+        // An answered request never comes due.
+        d.arm(ProxyId(8), "tools/call", Instant::now(), S, S);
+        assert!(d.disarm(ProxyId(8)).is_some());
+        assert!(timeout(S * 3600, d.next()).await.is_err());
     }
 }

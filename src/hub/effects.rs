@@ -1,5 +1,7 @@
-//! Carrying out decisions: pushing to outboxes, sending upstream, timers, and the
-//! subscription registry's effects. Everything here is non-blocking.
+//! Carrying out decisions: pushing to outboxes, sending upstream, arming timers (the
+//! deadlines part, `deadlines.rs`), and the subscription registry's effects (the
+//! registry is the holders part's, `holders.rs`). Owns the turn ([`Turn`]). Everything
+//! here is non-blocking.
 
 use std::sync::Arc;
 
@@ -49,7 +51,7 @@ impl Hub {
         if sent {
             let method = super::metrics::method_label(msg.method().unwrap_or_default());
             self.count_request(upstream, method);
-            self.request_timers.arm(
+            self.deadlines.arm(
                 pid,
                 method,
                 Instant::now(),
@@ -120,13 +122,13 @@ impl Hub {
 
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         self.trace_upstream_done(pid, None);
-        self.request_timers.disarm(pid);
+        self.deadlines.disarm(pid);
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the
     /// request's total limit (`limits.request_max_total_ms`).
     pub(super) fn extend_request_timer(&mut self, pid: ProxyId) {
-        self.request_timers
+        self.deadlines
             .extend(pid, Instant::now(), self.settings.request_timeout);
     }
 
@@ -141,9 +143,11 @@ impl Hub {
             Origin::Client { client, id, .. } => self.reply_error(client, &id, code, message),
             Origin::Subscribe(key) => {
                 let err = json!({"code": code, "message": message});
-                let effects = self
-                    .subs
-                    .upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self.holders.registry.upstream_result(
+                    &key,
+                    Err(err),
+                    Instant::now().into_std(),
+                );
                 self.apply_sub_effects(effects);
             }
             Origin::Read { key, generation } => {
@@ -195,7 +199,7 @@ impl Hub {
                 SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
                 SubEffect::UpstreamUnsubscribe(key) => {
                     // No longer watched: nothing would tell us of a change.
-                    self.cache.invalidate(&key);
+                    self.reads.cache.invalidate(&key);
                     if self.fleet_role(&key).is_some() {
                         self.fleet_release(key);
                     } else {
@@ -205,7 +209,7 @@ impl Hub {
                 SubEffect::Reply {
                     waiter: (client, id),
                     result,
-                } if self.is_listen(client) => {
+                } if self.listens.contains(client) => {
                     // A listen's subscribe: the waiter id is the URI's index.
                     let index = id.as_u64().unwrap_or(u64::MAX) as usize;
                     self.listen_settled(client, index, result.is_ok());
@@ -221,8 +225,8 @@ impl Hub {
                     }
                 },
                 SubEffect::SetLingerTimer { key, at } => {
-                    self.timers
-                        .insert_at(Timer::Linger(key), Instant::from_std(at));
+                    self.deadlines
+                        .set(Timer::Linger(key), Instant::from_std(at));
                 }
             }
         }
@@ -239,9 +243,11 @@ impl Hub {
             if subscribe {
                 let err = json!({"code": code::UPSTREAM_UNAVAILABLE,
                     "message": self.unavailable(upstream)});
-                let effects = self
-                    .subs
-                    .upstream_result(&key, Err(err), Instant::now().into_std());
+                let effects = self.holders.registry.upstream_result(
+                    &key,
+                    Err(err),
+                    Instant::now().into_std(),
+                );
                 self.apply_sub_effects(effects);
             }
             return; // An unsubscribe on a dead session has nothing to undo.

@@ -14,7 +14,7 @@ use serde_json::json;
 use super::Hub;
 use crate::fleet::{FleetCmd, FleetEvent};
 use crate::protocol::{methods, Message, RawId};
-use crate::state::ids::{ClientId, SubKey};
+use crate::state::ids::SubKey;
 use crate::state::pending::Origin;
 use crate::upstream::Related;
 
@@ -105,7 +105,7 @@ impl Hub {
     pub(super) fn on_fleet_event(&mut self, ev: FleetEvent) {
         match ev {
             FleetEvent::Own { key, subscribe } => {
-                let takeover = self.subs.is_active(&key);
+                let takeover = self.holders.registry.is_active(&key);
                 self.fleet.roles.insert(key.clone(), FleetRole::Own);
                 self.settle_fleet_key(&key, subscribe, takeover);
             }
@@ -117,13 +117,13 @@ impl Hub {
                 self.settle_fleet_key(&key, false, false);
             }
             FleetEvent::Direct { key, subscribe } => {
-                let fallback = self.subs.is_active(&key);
+                let fallback = self.holders.registry.is_active(&key);
                 self.fleet.roles.insert(key.clone(), FleetRole::Direct);
                 self.settle_fleet_key(&key, subscribe, fallback && subscribe);
             }
             FleetEvent::Unsubscribe { key } => {
                 self.fleet.roles.remove(&key);
-                if self.subs.is_active(&key) {
+                if self.holders.registry.is_active(&key) {
                     // Holders came back while the release was on its way: keep it.
                     self.fleet_want(key);
                 } else {
@@ -186,16 +186,18 @@ impl Hub {
     fn settle_fleet_key(&mut self, key: &SubKey, subscribe: bool, changed: bool) {
         if subscribe {
             self.send_sub_request(key.clone(), true);
-        } else if !self.subs.is_active(key) {
-            let effects =
-                self.subs
-                    .upstream_result(key, Ok(()), tokio::time::Instant::now().into_std());
+        } else if !self.holders.registry.is_active(key) {
+            let effects = self.holders.registry.upstream_result(
+                key,
+                Ok(()),
+                tokio::time::Instant::now().into_std(),
+            );
             self.apply_sub_effects(effects);
         }
         if changed {
             let uri = self.catalog.expose_uri(key.upstream, &key.uri);
             let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
-            let holders: Vec<ClientId> = self.subs.holders(key).collect();
+            let holders = self.holders.of_key(key);
             self.fan_out_tagged(
                 &holders,
                 &n,

@@ -1,8 +1,8 @@
 //! Upstream → hub, first stop: each upstream event dispatched by kind, and the
 //! upstream's lifecycle (ready: catalog, log level, re-subscribes and their "may have
 //! changed"; down: requests failed, lists and cache dropped). Responses are in
-//! `upstream_responses.rs`, notifications and the fan-out of updates in
-//! `upstream_notifications.rs`, the messages that belong to one client's request in
+//! `upstream_responses.rs`, notifications in `upstream_notifications.rs` (who gets an
+//! update is `holders.rs`), the messages that belong to one client's request in
 //! `association.rs` (docs/architecture.md, "Server messages and their clients").
 //!
 //! Never blocks on a client or an upstream.
@@ -14,7 +14,7 @@ use crate::downstream::outbox::OutKind;
 use crate::protocol::methods::{self};
 use crate::protocol::{code, Kind, Message};
 use crate::state::catalog::ListKind;
-use crate::state::ids::{ClientId, SubKey, UpstreamId};
+use crate::state::ids::{SubKey, UpstreamId};
 use crate::upstream::UpstreamEvent;
 
 impl Hub {
@@ -57,23 +57,23 @@ impl Hub {
         slot.last_caps = info.capabilities.clone();
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
-        self.cache.clear_upstream(upstream);
+        self.reads.cache.clear_upstream(upstream);
         self.refresh_catalog(upstream, &ListKind::ALL);
         self.send_log_level(upstream);
         {
             // A fresh session holds no subscriptions: take them again (after a restart,
             // or the URIs a reload moved here from this server's old config), and tell
             // every holder that changes may have been missed.
-            let effects = self.subs.upstream_ready(upstream);
+            let effects = self.holders.registry.upstream_ready(upstream);
             self.apply_sub_effects(effects);
-            let keys: Vec<SubKey> = self.subs.keys_of(upstream).cloned().collect();
+            let keys: Vec<SubKey> = self.holders.registry.keys_of(upstream).cloned().collect();
             for key in keys {
                 // Holders know the URI in its exposed (namespaced) form, as in every
                 // other update; `key.uri` is the upstream's own form.
                 let uri = self.catalog.expose_uri(upstream, &key.uri);
                 let n =
                     Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
-                let holders: Vec<ClientId> = self.subs.holders(&key).collect();
+                let holders = self.holders.of_key(&key);
                 self.fan_out_tagged(&holders, &n, OutKind::update(&key));
             }
         }
@@ -96,8 +96,8 @@ impl Hub {
         for pid in self.pending.ids_on_upstream(upstream) {
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        self.subs.upstream_lost(upstream);
-        self.cache.clear_upstream(upstream);
+        self.holders.registry.upstream_lost(upstream);
+        self.reads.cache.clear_upstream(upstream);
         for kind in ListKind::ALL {
             self.catalog.forget(upstream, kind);
         }

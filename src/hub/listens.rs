@@ -1,44 +1,47 @@
 //! Listen streams (`subscriptions/listen`, docs/architecture.md, "Both protocol
 //! eras"): a listen is one more holder in the era-neutral subscription registry, under
 //! the client id of the stream (the registry never sees listen ids, which are only
-//! unique per client). This file registers what a listen asks for, sends its
-//! acknowledgement once every URI is settled, hands updates to every holder (the same
-//! bytes to each: a listen's edge adds its `subscriptionId` as it writes), and ends the
-//! streams on shutdown.
+//! unique per client).
 //!
-//! Never: delivers to a listen before its acknowledgement, or tags bytes itself.
-
-use std::collections::HashMap;
+//! [`Listens`] owns every open listen stream, by its client id: what it asked for, the
+//! outcome of each URI's subscribe, and whether it was acknowledged. The hub's glue
+//! here registers what a listen asks for, sends its acknowledgement once every URI is
+//! settled, and ends the streams on shutdown; updates reach a listen through the
+//! holders' fan-out (`holders.rs`), which asks this part whether it was acknowledged.
+//!
+//! Never: delivers to a listen before its acknowledgement, or tags bytes itself (a
+//! listen's edge adds its `subscriptionId` as it writes).
 
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::effects::notification_out;
 use super::{Hub, UpstreamStatus};
-use crate::downstream::outbox::{OutKind, Outbound};
+use crate::downstream::outbox::OutKind;
+use crate::protocol::listen::ListenFilter;
 use crate::protocol::stateless::meta;
 use crate::protocol::{code, methods, Message, RawId};
 use crate::state::capabilities::UpstreamOffer;
-use crate::state::ids::{ClientId, SubKey, ViewId};
+use crate::state::ids::{ClientId, IdMap, SubKey, ViewId};
 
 /// One `subscriptions/listen` stream.
 #[derive(Debug)]
-pub(super) struct Listen {
+struct Listen {
     /// The listen request's id: the stream's `subscriptionId`.
-    pub(super) id: RawId,
-    pub(super) tools: bool,
-    pub(super) prompts: bool,
-    pub(super) resources: bool,
+    id: RawId,
+    tools: bool,
+    prompts: bool,
+    resources: bool,
     /// Requested URIs (as the client wrote them), in order, with the outcome of each:
     /// `None` while its upstream subscribe is in flight.
     uris: Vec<(String, Option<bool>)>,
     /// The acknowledgement was sent: notifications may flow.
-    pub(super) acked: bool,
+    acked: bool,
 }
 
 impl Listen {
     /// Whether a `*/list_changed` notification was asked for.
-    pub(super) fn wants(&self, method: &str) -> bool {
+    fn wants(&self, method: &str) -> bool {
         match method {
             methods::TOOLS_LIST_CHANGED => self.tools,
             methods::PROMPTS_LIST_CHANGED => self.prompts,
@@ -48,7 +51,97 @@ impl Listen {
     }
 }
 
+/// Every open listen stream, by the client id of the stream.
+#[derive(Debug, Default)]
+pub(super) struct Listens {
+    open: IdMap<ClientId, Listen>,
+}
+
+impl Listens {
+    /// `client`'s listen request `id` asks for `filter`: every URI of it unsettled.
+    pub(super) fn open(&mut self, client: ClientId, id: RawId, filter: &ListenFilter) {
+        let uris = filter.uris.as_deref().unwrap_or_default();
+        let listen = Listen {
+            id,
+            tools: filter.tools,
+            prompts: filter.prompts,
+            resources: filter.resources,
+            uris: uris.iter().map(|u| (u.clone(), None)).collect(),
+            acked: false,
+        };
+        self.open.insert(client, listen);
+    }
+
+    /// The subscribe for URI number `index` of `client`'s listen was answered.
+    pub(super) fn settled(&mut self, client: ClientId, index: usize, ok: bool) {
+        if let Some(slot) = self
+            .open
+            .get_mut(&client)
+            .and_then(|l| l.uris.get_mut(index))
+        {
+            slot.1 = Some(ok);
+        }
+    }
+
+    /// When `client`'s listen is ready for its acknowledgement (every URI settled, not
+    /// acknowledged yet): marks it acknowledged and gives its id and the honoured
+    /// filter (the URIs whose subscribe succeeded). Once per listen.
+    pub(super) fn take_ack(&mut self, client: ClientId) -> Option<(RawId, ListenFilter)> {
+        let listen = self.open.get_mut(&client)?;
+        if listen.acked || listen.uris.iter().any(|(_, s)| s.is_none()) {
+            return None;
+        }
+        listen.acked = true;
+        let honoured = ListenFilter {
+            tools: listen.tools,
+            prompts: listen.prompts,
+            resources: listen.resources,
+            uris: (!listen.uris.is_empty()).then(|| {
+                listen
+                    .uris
+                    .iter()
+                    .filter(|(_, s)| *s == Some(true))
+                    .map(|(u, _)| u.clone())
+                    .collect()
+            }),
+        };
+        Some((listen.id.clone(), honoured))
+    }
+
+    /// Whether `client` is a listen stream.
+    pub(super) fn contains(&self, client: ClientId) -> bool {
+        self.open.contains_key(&client)
+    }
+
+    /// The listen id of `client`'s stream once acknowledged (what it is told is
+    /// tagged with); `None` before, or for a client that is no listen.
+    pub(super) fn acked(&self, client: ClientId) -> Option<&RawId> {
+        self.open.get(&client).filter(|l| l.acked).map(|l| &l.id)
+    }
+
+    /// Whether `client` is a listen stream that asked for `method` (a
+    /// `*/list_changed`).
+    pub(super) fn wants(&self, client: ClientId, method: &str) -> bool {
+        self.open.get(&client).is_some_and(|l| l.wants(method))
+    }
+
+    /// Every open stream with its listen id, in the order they opened: who to end on
+    /// shutdown.
+    pub(super) fn streams(&self) -> Vec<(ClientId, RawId)> {
+        let mut all: Vec<(ClientId, RawId)> =
+            self.open.iter().map(|(c, l)| (*c, l.id.clone())).collect();
+        all.sort_unstable_by_key(|(c, _)| *c);
+        all
+    }
+
+    /// `client` closed: its listen goes.
+    pub(super) fn close(&mut self, client: ClientId) {
+        self.open.remove(&client);
+    }
+}
+
 impl Hub {
+    /// A listen request: its URIs are subscribed, and it is acknowledged once every one
     /// is settled, before any notification.
     pub(super) fn on_listen(&mut self, client: ClientId, id: RawId, msg: &Message) {
         let filter: Value = msg
@@ -64,36 +157,31 @@ impl Hub {
                 "params.notifications must be an object",
             );
         }
-        let f = crate::protocol::listen::ListenFilter::parse(&filter);
-        let uris = f.uris.unwrap_or_default();
-        let listen = Listen {
-            id: id.clone(),
-            tools: f.tools,
-            prompts: f.prompts,
-            resources: f.resources,
-            uris: uris.iter().map(|u| (u.clone(), None)).collect(),
-            acked: false,
-        };
+        let f = ListenFilter::parse(&filter);
         let Some(m) = self.stateless_mut(client) else {
             return;
         };
         m.requests.remove(&id);
-        m.listen = Some(listen);
+        self.listens.open(client, id, &f);
         let now = Instant::now().into_std();
-        for (i, uri) in uris.iter().enumerate() {
+        for (i, uri) in f.uris.iter().flatten().enumerate() {
             let key = self.listen_key(self.view_of(client), uri);
             let Some(key) = key else {
                 self.listen_settled(client, i, false);
                 continue;
             };
-            if self.subs.count_for(client) >= self.settings.max_subscriptions_per_client {
+            if self.holders.registry.count_for(client) >= self.settings.max_subscriptions_per_client
+            {
                 self.listen_settled(client, i, false);
                 continue;
             }
             // The waiter's id is the URI's index in the filter (see `listen_settled`).
-            let effects =
-                self.subs
-                    .subscribe(client, key, (client, RawId::from_u64(i as u64)), now);
+            let effects = self.holders.registry.subscribe(
+                client,
+                key,
+                (client, RawId::from_u64(i as u64)),
+                now,
+            );
             self.count_client_subscribe(&effects);
             self.apply_sub_effects(effects);
         }
@@ -112,55 +200,22 @@ impl Hub {
                 force_subscribe: slot.force_subscribe,
             }
             .subscribable(),
-            _ => self.subs.is_active(&key),
+            _ => self.holders.registry.is_active(&key),
         };
         ok.then_some(key)
     }
 
     /// The registry answered the subscribe for URI number `index` of a listen.
     pub(super) fn listen_settled(&mut self, client: ClientId, index: usize, ok: bool) {
-        if let Some(slot) = self
-            .stateless_mut(client)
-            .and_then(|m| m.listen.as_mut())
-            .and_then(|l| l.uris.get_mut(index))
-        {
-            slot.1 = Some(ok);
-        }
+        self.listens.settled(client, index, ok);
         self.maybe_ack(client);
-    }
-
-    /// Whether `client` is a listen stream (registry answers go to `listen_settled`).
-    pub(super) fn is_listen(&self, client: ClientId) -> bool {
-        self.clients
-            .get(&client)
-            .and_then(|c| c.init.as_ref())
-            .and_then(|i| i.stateless.as_ref())
-            .is_some_and(|m| m.listen.is_some())
     }
 
     /// Sends the acknowledgement once every requested URI is settled.
     fn maybe_ack(&mut self, client: ClientId) {
-        let Some(listen) = self.stateless_mut(client).and_then(|m| m.listen.as_mut()) else {
+        let Some((id, honoured)) = self.listens.take_ack(client) else {
             return;
         };
-        if listen.acked || listen.uris.iter().any(|(_, s)| s.is_none()) {
-            return;
-        }
-        listen.acked = true;
-        let honoured = crate::protocol::listen::ListenFilter {
-            tools: listen.tools,
-            prompts: listen.prompts,
-            resources: listen.resources,
-            uris: (!listen.uris.is_empty()).then(|| {
-                listen
-                    .uris
-                    .iter()
-                    .filter(|(_, s)| *s == Some(true))
-                    .map(|(u, _)| u.clone())
-                    .collect()
-            }),
-        };
-        let id = listen.id.clone();
         let params = json!({
             "_meta": {meta::SUBSCRIPTION_ID: raw_json(&id)},
             "notifications": honoured.to_value(),
@@ -172,47 +227,10 @@ impl Hub {
         );
     }
 
-    /// Delivers one notification (serialized once as `msg`) to `clients`: the same
-    /// bytes to each. A listen stream gets it only once acknowledged, marked as related
-    /// to its listen request (its edge adds the `subscriptionId` as it writes); a
-    /// stateless client that is no listen gets nothing.
-    pub(super) fn fan_out_tagged(&mut self, clients: &[ClientId], msg: &Message, kind: OutKind) {
-        self.counters.fanout_deliveries += clients.len() as u64;
-        let plain = notification_out(msg.to_bytes(), kind.clone(), None);
-        let mut per_listen: HashMap<RawId, Outbound> = HashMap::new();
-        for &c in clients {
-            // One lookup per holder: this loop runs for every holder of every update.
-            let Some(state) = self.clients.get(&c) else {
-                continue;
-            };
-            let out = match state.init.as_ref().and_then(|i| i.stateless.as_ref()) {
-                None => plain.clone(),
-                Some(m) => match m.listen.as_ref().filter(|l| l.acked) {
-                    None => continue,
-                    Some(l) => per_listen
-                        .entry(l.id.clone())
-                        .or_insert_with(|| {
-                            notification_out(plain.bytes.clone(), kind.clone(), Some(l.id.clone()))
-                        })
-                        .clone(),
-                },
-            };
-            self.turn.push(c, &state.outbox, out);
-        }
-    }
-
     /// Ends every listen stream gracefully (shutdown): its request is answered with a
     /// completion result, which ends the stream.
     pub(super) fn end_listens(&mut self) {
-        let listens: Vec<(ClientId, RawId)> = self
-            .clients
-            .iter()
-            .filter_map(|(c, s)| {
-                let l = s.init.as_ref()?.stateless.as_ref()?.listen.as_ref()?;
-                Some((*c, l.id.clone()))
-            })
-            .collect();
-        for (client, id) in listens {
+        for (client, id) in self.listens.streams() {
             let result =
                 json!({"resultType": "complete", "_meta": {meta::SUBSCRIPTION_ID: raw_json(&id)}});
             self.reply(client, &id, result);
@@ -223,4 +241,74 @@ impl Hub {
 /// A raw id as a JSON value (it is a string or a number).
 fn raw_json(id: &RawId) -> Value {
     serde_json::from_str(id.as_json()).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn filter(uris: Option<&[&str]>) -> ListenFilter {
+        ListenFilter {
+            tools: true,
+            prompts: false,
+            resources: false,
+            uris: uris.map(|u| u.iter().map(|s| (*s).to_owned()).collect()),
+        }
+    }
+
+    #[test]
+    fn a_listen_is_acknowledged_once_every_uri_settled_with_the_honoured_ones() {
+        let mut l = Listens::default();
+        let c = ClientId(4);
+        l.open(
+            c,
+            RawId::from_u64(9),
+            &filter(Some(&["a://1", "a://2", "a://3"])),
+        );
+        assert!(l.contains(c));
+        l.settled(c, 0, true);
+        l.settled(c, 2, false);
+        assert_eq!(l.take_ack(c), None, "a://2 still in flight");
+        assert_eq!(l.acked(c), None, "nothing flows before the acknowledgement");
+        l.settled(c, 1, true);
+        let (id, honoured) = l.take_ack(c).expect("every URI settled");
+        assert_eq!(id, RawId::from_u64(9));
+        assert_eq!(honoured, filter(Some(&["a://1", "a://2"])));
+        assert_eq!(l.take_ack(c), None, "acknowledged once");
+        assert_eq!(l.acked(c), Some(&RawId::from_u64(9)));
+    }
+
+    #[test]
+    fn a_listen_without_uris_is_ready_at_once_and_honours_none() {
+        let mut l = Listens::default();
+        l.open(ClientId(1), RawId::from_u64(1), &filter(None));
+        l.open(ClientId(2), RawId::from_u64(2), &filter(Some(&[])));
+        assert_eq!(l.take_ack(ClientId(1)).map(|a| a.1.uris), Some(None));
+        assert_eq!(l.take_ack(ClientId(2)).map(|a| a.1.uris), Some(None));
+    }
+
+    #[test]
+    fn list_changes_go_only_where_asked_and_closed_listens_are_gone() {
+        let mut l = Listens::default();
+        l.open(ClientId(7), RawId::from_u64(1), &filter(None));
+        l.open(ClientId(3), RawId::from_u64(2), &filter(None));
+        assert!(l.wants(ClientId(7), methods::TOOLS_LIST_CHANGED));
+        assert!(!l.wants(ClientId(7), methods::PROMPTS_LIST_CHANGED));
+        assert!(
+            !l.wants(ClientId(5), methods::TOOLS_LIST_CHANGED),
+            "no listen"
+        );
+        assert_eq!(
+            l.streams(),
+            [
+                (ClientId(3), RawId::from_u64(2)),
+                (ClientId(7), RawId::from_u64(1))
+            ]
+        );
+        l.close(ClientId(7));
+        assert!(!l.contains(ClientId(7)));
+        l.settled(ClientId(7), 0, true);
+        assert_eq!(l.take_ack(ClientId(7)), None);
+        assert_eq!(l.streams().len(), 1);
+    }
 }

@@ -178,13 +178,13 @@ impl Hub {
             };
             *clients.entry((c.outbox.transport(), era)).or_default() += 1;
         }
-        let mut top: Vec<(String, usize)> = self
-            .subs
+        let registry = &self.holders.registry;
+        let mut top: Vec<(String, usize)> = registry
             .keys()
             .map(|k| {
                 (
                     self.catalog.expose_uri(k.upstream, &k.uri),
-                    self.subs.holders(k).count(),
+                    registry.holders(k).count(),
                 )
             })
             .filter(|(_, n)| *n > 0)
@@ -196,7 +196,7 @@ impl Hub {
             upstreams,
             clients: clients.into_iter().collect(),
             profiles: self.clients_per_view(),
-            uris_held: self.subs.keys().filter(|k| self.subs.is_active(k)).count(),
+            uris_held: registry.keys().filter(|k| registry.is_active(k)).count(),
             holders: stats.client_subscriptions,
             top_uris: top,
             client_subscribes: self.counters.client_subscribes,
@@ -204,7 +204,7 @@ impl Hub {
             subscribes_saved: self.counters.subscribes_saved,
             cache: stats.cache,
             cache_entries: stats.cache_entries,
-            cache_bytes: self.cache.bytes(),
+            cache_bytes: self.reads.cache.bytes(),
             queue_high_water: stats.peak_queue,
             coalesced: stats.coalesced,
             slow_disconnects: self.counters.slow_disconnects,

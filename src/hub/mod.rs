@@ -1,28 +1,40 @@
-//! The hub: the single owner of the proxy's shared state.
+//! The hub: the single owner of the proxy's shared state (docs/architecture.md,
+//! "Shape").
 //!
-//! One task owns the subscription registry, the pending-request table, the client
-//! table and the upstream table, and turns every client and upstream event into effects: pushes to
-//! client outboxes and `try_send`s to upstream actors. It never awaits a client or an
-//! upstream, so one slow party can never stall another. Decisions live in
-//! [`crate::state`]; this module only wires them to channels and timers.
+//! One task owns the client table, the upstream table and a few parts, each a type with
+//! its own state and methods ([`Hub`]'s fields), and turns every client and upstream
+//! event into effects: pushes to client outboxes and `try_send`s to upstream actors. It
+//! never awaits a client or an upstream, so one slow party can never stall another.
+//! Decisions live in [`crate::state`] and in the parts; the `impl Hub` glue of each file
+//! only wires them to channels and timers.
 //!
 //! Files:
+//! - the parts: `holders.rs` (`Holders`: the subscription registry, who gets an update
+//!   and in which form), `listens.rs` (`Listens`: the open listen streams), `read.rs`
+//!   (`Reads`: the read cache and its rules), `lists.rs` (`Assemblies`: merged lists;
+//!   `LogLevels`), `deadlines.rs` (`Deadlines`: every timer), `admission.rs`
+//!   (`Admission`: waiting handshakes, the shutdown drain), `mrtr.rs` (`Mrtr`: input
+//!   asked of stateless clients by answer-and-retry), `association.rs`
+//!   (`Elicitations`), `fleet.rs` (`FleetPart`), `metrics.rs` (`Counters`),
+//!   `traces.rs` (`Traces`), `effects.rs` (`Turn`); each file also holds the glue of
+//!   its part;
 //! - from clients: `client.rs` (admission, requests, notifications), `routing.rs`
 //!   (which upstream a request goes to), `lists.rs` (merged lists, the catalog, log
 //!   levels), `read.rs` (reads through the cache), `stateless.rs` (clients that
 //!   are one request, 2026-07-28: routing, `server/discover`, the cache hints of an
-//!   answer), `listens.rs` (listen streams as holders), `mrtr.rs` (input asked of
-//!   stateless clients by answer-and-retry);
+//!   answer), `listens.rs` (listen requests), `mrtr.rs`;
 //! - from upstreams: `from_upstream.rs` (dispatch, ready, down), `upstream_responses.rs`,
-//!   `upstream_notifications.rs` (updates fanned out, `list_changed`, progress),
-//!   `association.rs` (what belongs to one client's request), `request_ctx.rs` (what a
-//!   2026-07-28 upstream is told of the client a request is for);
-//! - around: `effects.rs` (sending, the registry's effects), `deadlines.rs` (request
-//!   deadlines), `fleet.rs` (roles and events of the fleet), `metrics.rs` (counters and
-//!   the operator's snapshot), `reload.rs` (a new config applied), `views.rs` (profiles:
-//!   which upstreams each client sees, who hears a view changed), `traces.rs` (spans,
-//!   when tracing is on), `handle.rs` (the channels in), `tests/` (the actor tests, by subject).
+//!   `upstream_notifications.rs` (updates, `list_changed`, progress), `holders.rs` (the
+//!   fan-out), `association.rs` (what belongs to one client's request), `request_ctx.rs`
+//!   (what a 2026-07-28 upstream is told of the client a request is for);
+//! - around: `effects.rs` (sending, the registry's effects), `control.rs` (the control
+//!   channel, what a timer coming due means, the drain), `fleet.rs` (roles and events of
+//!   the fleet), `metrics.rs` (counters and the operator's snapshot), `reload.rs` (a new
+//!   config applied), `views.rs` (profiles: which upstreams each client sees, who hears
+//!   a view changed), `traces.rs` (spans, when tracing is on), `handle.rs` (the
+//!   channels in), `tests/` (the actor tests, by subject).
 
+mod admission;
 mod association;
 mod client;
 mod control;
@@ -31,6 +43,7 @@ mod effects;
 mod fleet;
 mod from_upstream;
 pub mod handle;
+mod holders;
 mod listens;
 mod lists;
 pub mod metrics;
@@ -45,27 +58,24 @@ mod upstream_notifications;
 mod upstream_responses;
 mod views;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::StreamExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tokio_util::time::DelayQueue;
 
+use deadlines::Timer;
 use handle::Inboxes;
 pub use handle::{AdmitError, ClientEvent, ClientLink, Control, HubGone, HubHandle, HubStats};
+use holders::{SubError, Waiter};
 
 use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::link::ClientKind;
 use crate::downstream::outbox::{CloseReason, Outbox};
-use crate::protocol::{Message, RawId};
-use crate::state::cache::ReadCache;
+use crate::protocol::Message;
 use crate::state::catalog::{Catalog, UpstreamNaming};
-use crate::state::ids::{ClientId, IdMap, ProxyId, SubKey, UpstreamId, ViewId};
+use crate::state::ids::{ClientId, IdMap, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
-use crate::state::subscriptions::SubscriptionRegistry;
 use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 
 /// Capacity of each of the hub's inboxes (clients, upstreams). Senders wait when one
@@ -188,12 +198,6 @@ pub enum UpstreamStatus {
     Removed,
 }
 
-/// A waiter in the subscription registry: the client and its subscribe request id.
-pub(crate) type Waiter = (ClientId, RawId);
-
-/// The error payload the registry hands to waiters: a JSON-RPC error object.
-pub(crate) type SubError = serde_json::Value;
-
 struct ClientState {
     outbox: Arc<Outbox>,
     /// The view it sees (the default one, or its profile's).
@@ -220,40 +224,32 @@ struct ClientInit {
     version: Option<String>,
 }
 
-/// The hub's other timers (rare: one per released subscription, one per refused
-/// re-subscribe, one per shutdown).
-#[derive(Debug)]
-enum Timer {
-    Linger(SubKey),
-    /// A held URI whose re-subscribe after an upstream restart failed: try again.
-    Resubscribe(SubKey),
-    /// The shutdown drain's deadline.
-    Drain,
-}
-
-/// The hub's state. Fields are only touched by the hub task.
+/// The hub's state: the clients and the upstreams, and one owned part per job, each a
+/// type with its own state and methods. Fields are only touched by the hub task.
 pub struct Hub {
     settings: HubSettings,
     clients: IdMap<ClientId, ClientState>,
     upstreams: Vec<UpstreamSlot>,
-    subs: SubscriptionRegistry<Waiter>,
-    pending: PendingTable,
-    cache: ReadCache,
+    /// Names, prefixes and the routing table of each view.
     catalog: Catalog,
+    /// Requests in flight upstream, and server requests in flight to clients.
+    pending: PendingTable,
+    /// Who holds which URI (the subscription registry), and who gets an update.
+    holders: holders::Holders,
+    /// Reads through the cache: stored results and the reads in flight with their
+    /// waiters.
+    reads: read::Reads,
+    /// The open listen streams (`subscriptions/listen`), by their client id.
+    listens: listens::Listens,
     /// Client list requests being assembled from several upstreams.
     lists: lists::Assemblies,
-    /// URL-mode elicitations routed to a client, by (upstream, elicitationId), so that
-    /// the server's `notifications/elicitation/complete` reaches the same client.
-    elicitations: HashMap<(UpstreamId, String), ClientId>,
     /// `logging/setLevel` per client, and the level last set upstream.
     log_levels: lists::LogLevels,
-    /// Request deadlines, by proxy id, so answered requests can drop their timer and
-    /// progress can push it back (never past the request's total limit).
-    request_timers: deadlines::RequestTimers,
-    timers: DelayQueue<Timer>,
-    /// `initialize` requests (and modern requests) waiting for the first start of
-    /// every upstream.
-    deferred_inits: Vec<(ClientId, Message)>,
+    /// URL-mode elicitations routed to a client, for their completion.
+    elicitations: association::Elicitations,
+    /// Every timer: request deadlines (dropped when answered, pushed back by
+    /// progress), lingering releases, re-subscribes, the drain's deadline.
+    deadlines: deadlines::Deadlines,
     /// Server requests held for modern clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
     /// The fleet actor, when `[fleet]` is configured, and this instance's role per
@@ -261,12 +257,12 @@ pub struct Hub {
     fleet: fleet::FleetPart,
     /// The operator's counters (`/metrics`, `/status`).
     counters: metrics::Counters,
-    /// The shutdown drain (new clients and requests are refused once it started).
-    drain: control::Drain,
-    /// Clients to disconnect once the current event is handled.
-    doomed: Vec<(ClientId, CloseReason)>,
-    /// What this turn queued to clients: writers are woken once, at its end
-    /// ([`Hub::wake_writers`]); its size bounds a burst ([`TURN_PUSHES`]).
+    /// Handshakes waiting for the upstreams' first start, and the shutdown drain (new
+    /// clients and requests are refused once it started).
+    admission: admission::Admission,
+    /// What this turn queued to clients, and whose outbox refused: writers are woken
+    /// once, at its end ([`Hub::wake_writers`]), the refusing clients disconnected
+    /// ([`Hub::reap_doomed`]); its size bounds a burst ([`TURN_PUSHES`]).
     turn: effects::Turn,
     /// Open spans, when tracing is on (docs/architecture.md, "Traces").
     traces: traces::Traces,
@@ -275,8 +271,9 @@ pub struct Hub {
 impl Hub {
     pub fn new(settings: HubSettings, upstreams: Vec<UpstreamSlot>) -> Self {
         let mut hub = Hub {
-            subs: SubscriptionRegistry::new(settings.linger),
-            cache: ReadCache::new(settings.cache_entries, settings.cache_bytes),
+            holders: holders::Holders::new(settings.linger),
+            reads: read::Reads::new(settings.cache_entries, settings.cache_bytes),
+            listens: listens::Listens::default(),
             catalog: Catalog::new(
                 upstreams
                     .iter()
@@ -288,7 +285,7 @@ impl Hub {
                     .collect(),
             ),
             lists: lists::Assemblies::default(),
-            elicitations: HashMap::new(),
+            elicitations: association::Elicitations::default(),
             fleet: fleet::FleetPart::default(),
             counters: metrics::Counters {
                 started_unix_ms: std::time::SystemTime::now()
@@ -301,13 +298,10 @@ impl Hub {
             clients: IdMap::default(),
             upstreams,
             pending: PendingTable::default(),
-            request_timers: deadlines::RequestTimers::new(),
-            timers: DelayQueue::new(),
-            deferred_inits: Vec::new(),
-            doomed: Vec::new(),
+            deadlines: deadlines::Deadlines::new(),
+            admission: admission::Admission::default(),
             turn: effects::Turn::default(),
             mrtr: mrtr::Mrtr::default(),
-            drain: control::Drain::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
         hub.apply_views();
@@ -339,12 +333,7 @@ impl Hub {
                     self.catch_up(&mut inbox);
                     self.on_control(ctl);
                 }
-                due = self.request_timers.next_due(), if self.request_timers.armed() => {
-                    self.on_request_deadline(due);
-                }
-                Some(expired) = self.timers.next(), if !self.timers.is_empty() => {
-                    self.on_timer(expired.into_inner());
-                }
+                due = self.deadlines.next(), if self.deadlines.armed() => self.on_due(due),
                 () = &mut shutdown => break,
             }
             self.reap_doomed();
@@ -398,7 +387,7 @@ impl Hub {
                 session,
                 reply,
             } => {
-                let r = if self.drain.started() {
+                let r = if self.admission.draining() {
                     Err(AdmitError::ShuttingDown)
                 } else if self.catalog.view(view).is_none() {
                     Err(AdmitError::NoSuchProfile)
@@ -469,15 +458,19 @@ impl Hub {
             self.counters.coalesced_gone += state.outbox.merged();
             state.outbox.close(CloseReason::Closed);
         }
-        self.deferred_inits.retain(|(c, _)| *c != client);
+        self.listens.close(client);
+        self.admission.forget(client);
         self.trace_client_gone(client);
-        self.cache.forget_waiter(|(c, _)| *c == client);
+        self.reads.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.open.retain(|_, agg| agg.client != client);
-        self.elicitations.retain(|_, c| *c != client);
+        self.elicitations.forget_client(client);
         if self.log_levels.clients.remove(&client).is_some() {
             self.sync_log_level();
         }
-        let effects = self.subs.remove_client(client, Instant::now().into_std());
+        let effects = self
+            .holders
+            .registry
+            .remove_client(client, Instant::now().into_std());
         self.apply_sub_effects(effects);
         for (pid, entry) in self.pending.drop_client(client) {
             self.drop_request_timer(pid);
@@ -494,9 +487,11 @@ impl Hub {
         }
     }
 
+    /// Disconnects the clients whose outbox refused a message (latest first); those
+    /// refused meanwhile wait for the next call.
     fn reap_doomed(&mut self) {
-        self.doomed.append(&mut self.turn.refused);
-        while let Some((client, reason)) = self.doomed.pop() {
+        let doomed = std::mem::take(&mut self.turn.refused);
+        for (client, reason) in doomed.into_iter().rev() {
             if let Some(c) = self.clients.get(&client) {
                 tracing::warn!(%client, ?reason, "disconnecting a client that does not keep up");
                 c.outbox.close(reason);

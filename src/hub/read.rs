@@ -1,17 +1,119 @@
-//! `resources/read` through the cache: hits answered locally, concurrent misses for
-//! one key sharing one upstream read, results stored only under the rules of
-//! [`crate::state::cache`]. Reads of URIs nobody holds go upstream as plain requests.
+//! `resources/read` through the cache (docs/architecture.md, "Read cache"): hits
+//! answered locally, concurrent misses for one key sharing one upstream read, results
+//! stored only under the rules of [`crate::state::cache`]. Reads of URIs nobody holds
+//! (of an upstream whose answers carry no `ttlMs`) go upstream as plain requests.
+//!
+//! [`Reads`] is the hub's part: the read cache with the reads in flight and their
+//! waiters, and the hub's rules on top of it (which reads are shared, how long a result
+//! keeps, what each waiter is answered, byte for byte). The glue here routes a read,
+//! sends the one upstream read (or asks the fleet's owner) and queues the answers.
+//!
+//! Never re-encodes a cached result (it is spliced into each response), and never
+//! stores a result that raced an update.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
 use super::Hub;
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
-use crate::state::cache::{Keep, ReadPlan};
-
+use crate::state::cache::{Keep, ReadCache, ReadPlan};
 use crate::state::ids::{ClientId, SubKey};
 use crate::state::pending::Origin;
-use std::time::Duration;
+
+/// The hub's part for reads: the read cache, with the reads in flight and their
+/// waiters.
+#[derive(Debug)]
+pub(super) struct Reads {
+    pub(super) cache: ReadCache,
+}
+
+/// How a client's shared read goes.
+#[derive(Debug, PartialEq)]
+pub(super) enum ReadStart {
+    /// Answered from the cache: the response.
+    Answer(Bytes),
+    /// Joined the read in flight: answered with it.
+    Joined,
+    /// The one read to send, at this generation of the key.
+    Fetch { generation: u64 },
+}
+
+impl Reads {
+    /// At most `entries` results and `bytes` bytes of them (either 0: nothing stored).
+    pub(super) fn new(entries: usize, bytes: usize) -> Self {
+        Reads {
+            cache: ReadCache::new(entries, bytes),
+        }
+    }
+
+    /// Whether a read is shared and cached: of a watched key (`watched`: the upstream
+    /// confirmed its subscription) or of an upstream whose answers carry a `ttlMs`
+    /// (`ttl_upstream`); and never one with a progress token (it keeps its own stream
+    /// of progress) or an MRTR retry.
+    pub(super) fn shared(watched: bool, ttl_upstream: bool, msg: &Message) -> bool {
+        (watched || ttl_upstream)
+            && methods::progress_token(msg.params()).is_none()
+            && !is_mrtr_retry(msg)
+    }
+
+    /// `client`'s read `id` of `key`, at `now`.
+    pub(super) fn start(
+        &mut self,
+        key: &SubKey,
+        client: ClientId,
+        id: &RawId,
+        now: Instant,
+    ) -> ReadStart {
+        match self.cache.read_at(key, (client, id.clone()), now) {
+            ReadPlan::Hit(result) => ReadStart::Answer(response_bytes(id, "result", &result)),
+            ReadPlan::Fresh { result, remaining } => {
+                let body = with_ttl_left(&result, remaining);
+                ReadStart::Answer(response_bytes(id, "result", &body))
+            }
+            ReadPlan::Joined => ReadStart::Joined,
+            ReadPlan::Fetch { generation } => ReadStart::Fetch { generation },
+        }
+    }
+
+    /// The shared read of `key` sent at `generation` ended with `Ok(result)` or
+    /// `Err(error object)` (both raw JSON text), at `now`; `still_active`: the key is
+    /// still watched. Stores a success if allowed; gives every waiter with its
+    /// response, under its own id.
+    pub(super) fn finish(
+        &mut self,
+        key: &SubKey,
+        generation: u64,
+        outcome: Result<&str, &str>,
+        still_active: bool,
+        now: Instant,
+    ) -> Vec<(ClientId, RawId, Bytes)> {
+        let keep = match outcome {
+            Ok(result) => keep_rule(result, still_active),
+            Err(_) => Keep::Not,
+        };
+        let stored = outcome.ok().map(Arc::<str>::from);
+        let waiters = self.cache.complete_keep(key, generation, stored, keep, now);
+        let (member, body) = match outcome {
+            Ok(r) => ("result", r),
+            Err(e) => ("error", e),
+        };
+        // A "not found" is -32002 inside mcpmux, whichever way the upstream said it
+        // (a stateless upstream answers -32602 naming the URI in `data.uri`); the edge
+        // of a stateless client gives it back that shape (`protocol::shape`).
+        let not_found = outcome.err().and_then(not_found_body);
+        let body = not_found.as_deref().unwrap_or(body);
+        waiters
+            .into_iter()
+            .map(|(client, id)| {
+                let bytes = response_bytes(&id, member, body);
+                (client, id, bytes)
+            })
+            .collect()
+    }
+}
 
 impl Hub {
     /// Whether `u` is up and stateless (`InitInfo::is_stateless`).
@@ -28,39 +130,28 @@ impl Hub {
         };
         let (upstream, upstream_uri) = (key.upstream, key.uri.to_string());
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
-        // carry a `ttlMs`), are shared and cached; a request with a progress token
-        // keeps its own stream of progress, and an MRTR retry is never cached.
-        let cacheable = self.subs.is_active(&key) || self.upstream_is_stateless(upstream);
-        if !cacheable || methods::progress_token(msg.params()).is_some() || is_mrtr_retry(&msg) {
+        // carry a `ttlMs`), are shared and cached.
+        let watched = self.holders.registry.is_active(&key);
+        if !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg) {
             return self.forward_request(client, id, msg);
         }
         if self.upstream_ready(upstream).is_none() {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        match self
-            .cache
-            .read_at(&key, (client, id.clone()), std::time::Instant::now())
-        {
-            ReadPlan::Hit(result) => {
+        match self.reads.start(&key, client, &id, Instant::now()) {
+            ReadStart::Answer(bytes) => {
                 self.trace_read(client, &id, &key, "hit");
-                let bytes = response_bytes(&id, "result", &result);
                 self.push_response_bytes(client, id, bytes);
             }
-            ReadPlan::Fresh { result, remaining } => {
-                self.trace_read(client, &id, &key, "hit");
-                let body = with_ttl_left(&result, remaining);
-                let bytes = response_bytes(&id, "result", &body);
-                self.push_response_bytes(client, id, bytes);
-            }
-            ReadPlan::Joined => self.trace_read(client, &id, &key, "join"),
-            ReadPlan::Fetch { generation }
+            ReadStart::Joined => self.trace_read(client, &id, &key, "join"),
+            ReadStart::Fetch { generation }
                 if self.fleet_role(&key) == Some(super::fleet::FleetRole::Follow) =>
             {
                 // The owner reads, once for the whole fleet.
                 self.fleet_read(key, uri, generation);
             }
-            ReadPlan::Fetch { generation } => {
+            ReadStart::Fetch { generation } => {
                 self.trace_read(client, &id, &key, "miss");
                 let origin = Origin::Read { key, generation };
                 let pid = self
@@ -85,26 +176,11 @@ impl Hub {
         generation: u64,
         outcome: Result<&str, &str>,
     ) {
-        let still_active = self.subs.is_active(key);
-        let keep = match outcome {
-            Ok(result) => keep_rule(result, still_active),
-            Err(_) => Keep::Not,
-        };
-        let stored = outcome.ok().map(std::sync::Arc::<str>::from);
-        let waiters =
-            self.cache
-                .complete_keep(key, generation, stored, keep, std::time::Instant::now());
-        let (member, body) = match outcome {
-            Ok(r) => ("result", r),
-            Err(e) => ("error", e),
-        };
-        // A "not found" is -32002 inside mcpmux, whichever way the upstream said it
-        // (a stateless upstream answers -32602 naming the URI in `data.uri`); the edge
-        // of a stateless client gives it back that shape (`protocol::shape`).
-        let not_found = outcome.err().and_then(not_found_body);
-        let body = not_found.as_deref().unwrap_or(body);
-        for (client, id) in waiters {
-            let bytes = response_bytes(&id, member, body);
+        let still_active = self.holders.registry.is_active(key);
+        let answers = self
+            .reads
+            .finish(key, generation, outcome, still_active, Instant::now());
+        for (client, id, bytes) in answers {
             self.push_response_bytes(client, id, bytes);
         }
     }
@@ -175,6 +251,99 @@ fn response_bytes(id: &RawId, member: &str, body: &str) -> Bytes {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::state::ids::UpstreamId;
+
+    fn key() -> SubKey {
+        SubKey::new(UpstreamId(0), "x://1")
+    }
+
+    fn text(b: &Bytes) -> &str {
+        std::str::from_utf8(b).unwrap()
+    }
+
+    #[test]
+    fn a_watched_read_is_fetched_once_answered_to_every_waiter_and_then_kept() {
+        let mut r = Reads::new(10, 1 << 20);
+        let now = Instant::now();
+        let (a, b) = (RawId::from_u64(1), RawId::from_u64(2));
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, now) else {
+            panic!("a miss fetches");
+        };
+        assert_eq!(r.start(&key(), ClientId(2), &b, now), ReadStart::Joined);
+        let answers = r.finish(&key(), generation, Ok(r#"{"contents":[]}"#), true, now);
+        let answers: Vec<(ClientId, &str)> =
+            answers.iter().map(|(c, _, b)| (*c, text(b))).collect();
+        assert_eq!(
+            answers,
+            [
+                (
+                    ClientId(1),
+                    r#"{"jsonrpc":"2.0","id":1,"result":{"contents":[]}}"#
+                ),
+                (
+                    ClientId(2),
+                    r#"{"jsonrpc":"2.0","id":2,"result":{"contents":[]}}"#
+                )
+            ]
+        );
+        let ReadStart::Answer(hit) = r.start(&key(), ClientId(3), &RawId::from_u64(3), now) else {
+            panic!("kept while watched");
+        };
+        assert_eq!(
+            text(&hit),
+            r#"{"jsonrpc":"2.0","id":3,"result":{"contents":[]}}"#
+        );
+    }
+
+    #[test]
+    fn an_unwatched_result_keeps_for_its_ttl_and_tells_the_time_left() {
+        let mut r = Reads::new(10, 1 << 20);
+        let t0 = Instant::now();
+        let id = RawId::from_u64(1);
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, t0) else {
+            panic!("a miss fetches");
+        };
+        r.finish(&key(), generation, Ok(r#"{"ttlMs":1000}"#), false, t0);
+        let later = t0 + Duration::from_millis(400);
+        let ReadStart::Answer(hit) = r.start(&key(), ClientId(1), &id, later) else {
+            panic!("kept for its ttl");
+        };
+        assert_eq!(
+            text(&hit),
+            r#"{"jsonrpc":"2.0","id":1,"result":{"ttlMs":600}}"#
+        );
+        let gone = t0 + Duration::from_millis(1000);
+        assert!(matches!(
+            r.start(&key(), ClientId(1), &id, gone),
+            ReadStart::Fetch { .. }
+        ));
+    }
+
+    #[test]
+    fn input_required_and_errors_are_never_kept_and_not_found_is_32002() {
+        let mut r = Reads::new(10, 1 << 20);
+        let now = Instant::now();
+        let id = RawId::from_u64(1);
+        for outcome in [
+            Ok(r#"{"resultType":"input_required","ttlMs":5000}"#),
+            Err(r#"{"code":-32602,"message":"Resource not found","data":{"uri":"x://1"}}"#),
+        ] {
+            let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, now) else {
+                panic!("nothing kept: fetched again");
+            };
+            let answers = r.finish(&key(), generation, outcome, true, now);
+            if outcome.is_err() {
+                let v: serde_json::Value = serde_json::from_slice(&answers[0].2).unwrap();
+                assert_eq!(v["error"]["code"], -32002);
+            }
+        }
+        assert!(matches!(
+            r.start(&key(), ClientId(1), &id, now),
+            ReadStart::Fetch { .. }
+        ));
+    }
+
     #[test]
     fn a_not_found_naming_the_uri_is_32002() {
         let e = r#"{"code":-32602,"message":"Resource not found","data":{"uri":"x://1"}}"#;

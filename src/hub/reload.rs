@@ -134,12 +134,12 @@ impl Hub {
         }
         let err = json!({"code": code::UPSTREAM_UNAVAILABLE, "message": why});
         let effects = match to {
-            Some(to) => self.subs.move_upstream(u, to, err),
-            None => self.subs.remove_upstream(u, err),
+            Some(to) => self.holders.registry.move_upstream(u, to, err),
+            None => self.holders.registry.remove_upstream(u, err),
         };
         // The unsubscribes are queued to the actor, which delivers them before it stops.
         self.apply_sub_effects(effects);
-        self.cache.clear_upstream(u);
+        self.reads.cache.clear_upstream(u);
         for kind in ListKind::ALL {
             self.catalog.forget(u, kind);
         }

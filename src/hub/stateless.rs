@@ -3,7 +3,8 @@
 //! asked things by answer-and-retry (MRTR) instead of a live channel. This file routes
 //! such a request, answers what only the hub can (`server/discover`), checks its
 //! `Mcp-Param-*` headers against the tool, and works out the cache hints of its answer
-//! (the edge gives the answer the era's shape: `crate::protocol::shape`).
+//! (the edge gives the answer the era's shape: `crate::protocol::shape`). A listen
+//! request's stream is kept by the listens part (`listens.rs`), not here.
 //!
 //! Never: rewrites an answer's bytes, or keeps a client past its one request.
 
@@ -21,15 +22,11 @@ use crate::state::capabilities;
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ViewId};
 
-use super::listens::Listen;
-
 /// What the hub keeps for a modern client.
 #[derive(Debug, Default)]
 pub(super) struct StatelessClient {
     /// Requests in flight: id → (method, `params.uri`), for the result's cache hints.
     pub(super) requests: HashMap<RawId, (Box<str>, Option<String>)>,
-    /// Set on a listen stream.
-    pub(super) listen: Option<Listen>,
     /// Over HTTP, the request's `Mcp-Param-*` headers.
     pub(super) param_headers: Option<Vec<(String, String)>>,
 }

@@ -1,6 +1,7 @@
-//! Upstream notifications: `resources/updated` fanned out only to the holders of the
-//! URI and of its parents (the cached read dropped first), `list_changed` re-emitted,
-//! progress mapped back to its request's client, and everything else handed to
+//! Upstream notifications: `resources/updated` fanned out to the holders of the URI and
+//! of its parents (the cached reads dropped first; who they are and what each gets is
+//! `holders.rs`), `list_changed` re-emitted to the sessions and the listens that asked
+//! for it, progress mapped back to its request's client, and everything else handed to
 //! `association.rs`.
 //!
 //! Never delivers an update to a client that does not hold the URI.
@@ -27,23 +28,17 @@ impl Hub {
         // The fleet's followers hear of it too (an owner may hold a key for
         // them alone).
         self.fleet_publish(&key, &msg);
-        // Invalidate before anyone hears of the change, so a re-read misses.
-        self.cache.invalidate(&key);
-        let mut holders: Vec<ClientId> = self.subs.holders(&key).collect();
         // The URI may be a sub-resource of one a client holds: its holders
         // hear of it too, and the parent's cached contents are stale.
-        for parent in parent_uris(&uri) {
-            let pkey = SubKey::new(upstream, parent);
-            if self.subs.is_active(&pkey) {
-                self.cache.invalidate(&pkey);
-                holders.extend(self.subs.holders(&pkey));
-            }
+        let (holders, parents) = self.holders.of_update(&key);
+        // Invalidate before anyone hears of the change, so a re-read misses.
+        self.reads.cache.invalidate(&key);
+        for pkey in &parents {
+            self.reads.cache.invalidate(pkey);
         }
         if holders.is_empty() {
             return;
         }
-        holders.sort_unstable();
-        holders.dedup();
         // Serialized once; `_meta` and unknown members travel untouched. A
         // namespaced upstream's URI is shown as the clients know it.
         let exposed = self.catalog.expose_uri(upstream, &uri);
@@ -169,7 +164,7 @@ impl Hub {
                     .params()
                     .and_then(|p| serde_json::from_str::<serde_json::Value>(p.get()).ok())
                     .and_then(|p| p["elicitationId"].as_str().map(str::to_owned));
-                let owner = id.and_then(|id| self.elicitations.remove(&(upstream, id)));
+                let owner = id.and_then(|id| self.elicitations.complete(upstream, id));
                 match owner {
                     Some(client) => {
                         self.push(
@@ -184,8 +179,6 @@ impl Hub {
         }
     }
 
-    /// A notification mcpmux does not interpret: to the client whose request it
-    /// belongs to, else by the server's `unrelated_messages` policy.
     /// Tells every client that sees an upstream that the lists it contributes may have
     /// changed.
     pub(super) fn broadcast_list_changed(&mut self, upstream: UpstreamId) {
@@ -220,36 +213,16 @@ impl Hub {
             .iter()
             .filter(|(_, c)| audience.includes(c.view))
             .filter(
-                |(_, c)| match c.init.as_ref().map(|i| i.stateless.as_ref()) {
+                |(id, c)| match c.init.as_ref().map(|i| i.stateless.as_ref()) {
                     None => false,
                     Some(None) => true,
-                    Some(Some(m)) => m.listen.as_ref().is_some_and(|l| l.wants(method)),
+                    Some(Some(_)) => self.listens.wants(**id, method),
                 },
             )
             .map(|(id, _)| *id)
             .collect();
         self.fan_out_tagged(&clients, msg, kind);
     }
-}
-
-/// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
-/// `/` of its path, with and without that `/` (`file:///a/b/c` → `file:///a/b/`,
-/// `file:///a/b`, `file:///a/`, `file:///a`, `file:///`). Nothing above the path
-/// (the scheme and authority alone) is a parent.
-fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
-    let path_start = uri.find("://").map_or(0, |i| i + 3);
-    let path_start = uri[path_start..]
-        .find('/')
-        .map_or(uri.len(), |i| path_start + i);
-    uri[path_start..]
-        .rmatch_indices('/')
-        .map(move |(i, _)| path_start + i)
-        .filter(move |&end| end + 1 < uri.len())
-        .flat_map(move |end| {
-            let with = &uri[..=end];
-            let without = (end > path_start).then(|| &uri[..end]);
-            [Some(with), without].into_iter().flatten()
-        })
 }
 
 /// Sets `params.progressToken` of a progress notification.
@@ -260,36 +233,5 @@ fn rewrite_progress_token_notification(msg: &mut Message, token: serde_json::Val
     {
         params["progressToken"] = token;
         msg.set_params(&params);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parent_uris;
-
-    #[test]
-    fn parents_end_at_slashes_of_the_path() {
-        let p: Vec<&str> = parent_uris("file:///a/b/c").collect();
-        assert_eq!(
-            p,
-            [
-                "file:///a/b/",
-                "file:///a/b",
-                "file:///a/",
-                "file:///a",
-                "file:///"
-            ]
-        );
-        let p: Vec<&str> = parent_uris("test://static/1").collect();
-        assert_eq!(p, ["test://static/"]);
-        assert_eq!(parent_uris("test://static").count(), 0);
-        assert_eq!(
-            parent_uris("test://static/").count(),
-            0,
-            "a URI is not its own parent"
-        );
-        let p: Vec<&str> = parent_uris("db://h/t/").collect();
-        assert_eq!(p, ["db://h/"]);
-        assert_eq!(parent_uris("urn:x:y").count(), 0);
     }
 }

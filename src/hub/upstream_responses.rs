@@ -24,7 +24,7 @@ impl Hub {
             tracing::debug!("late or unknown upstream response dropped");
             return;
         }
-        if let Some(t) = self.request_timers.get(pid) {
+        if let Some(t) = self.deadlines.get(pid) {
             let (method, took) = (t.method, t.sent.elapsed());
             self.count_answer(upstream, method, took, msg.is_error());
         }
@@ -69,16 +69,17 @@ impl Hub {
                         key.uri, e["message"]
                     ));
                 }
-                let resubscribe = self.subs.is_resubscribing(&key);
+                let resubscribe = self.holders.registry.is_resubscribing(&key);
                 let failed = result.is_err();
-                let effects = self
-                    .subs
-                    .upstream_result(&key, result, Instant::now().into_std());
+                let effects =
+                    self.holders
+                        .registry
+                        .upstream_result(&key, result, Instant::now().into_std());
                 self.apply_sub_effects(effects);
                 if resubscribe && failed {
                     // Its holders keep it; the server is asked again until it agrees
                     // (or the upstream restarts, which re-subscribes anyway).
-                    self.timers.insert_at(
+                    self.deadlines.set(
                         super::Timer::Resubscribe(key),
                         Instant::now() + super::RESUBSCRIBE_RETRY,
                     );

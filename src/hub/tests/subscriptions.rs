@@ -2,6 +2,7 @@
 //! releases, gating, restarts and re-subscribes, slow holders.
 
 use super::*;
+use crate::state::ids::SubKey;
 
 #[tokio::test]
 async fn ten_clients_same_uri_one_upstream_subscribe_and_targeted_fanout() {

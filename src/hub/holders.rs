@@ -1,0 +1,238 @@
+//! The holders and their fan-out (docs/architecture.md, "Subscriptions" and
+//! "Fan-out"): who holds which URI, and who gets an update and in which form.
+//!
+//! [`Holders`] owns the era-neutral subscription registry (`state/subscriptions.rs`,
+//! whose effects `effects.rs` carries out) and decides the audience of an update: the
+//! holders of its key and of every held parent URI, each once. [`Delivery`] decides
+//! what each recipient gets of one message: a session the plain bytes; a listen stream,
+//! once acknowledged, the same bytes marked as related to its listen request (one
+//! shared copy per listen id; its edge adds the `subscriptionId` as it writes); a
+//! stateless client that is no listen, nothing. The hub's glue here (`fan_out_tagged`)
+//! walks the recipients and queues through the turn.
+//!
+//! Never delivers an update to a client that holds neither the URI nor a parent of it,
+//! never serializes a message more than once, never tags bytes itself.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::effects::notification_out;
+use super::Hub;
+use crate::downstream::outbox::{OutKind, Outbound};
+use crate::protocol::{Message, RawId};
+use crate::state::ids::{ClientId, SubKey};
+use crate::state::subscriptions::SubscriptionRegistry;
+
+/// A waiter in the subscription registry: the client and its subscribe request id (for
+/// a listen, the URI's index in its filter).
+pub(crate) type Waiter = (ClientId, RawId);
+
+/// The error payload the registry hands to waiters: a JSON-RPC error object.
+pub(crate) type SubError = serde_json::Value;
+
+/// The hub's part for holders: the subscription registry and the audience of updates.
+#[derive(Debug)]
+pub(super) struct Holders {
+    pub(super) registry: SubscriptionRegistry<Waiter>,
+}
+
+impl Holders {
+    /// Released keys linger `linger` before their upstream unsubscribe.
+    pub(super) fn new(linger: Duration) -> Self {
+        Holders {
+            registry: SubscriptionRegistry::new(linger),
+        }
+    }
+
+    /// The confirmed holders of `key`: who gets its updates.
+    pub(super) fn of_key(&self, key: &SubKey) -> Vec<ClientId> {
+        self.registry.holders(key).collect()
+    }
+
+    /// Who gets an update of `key`: its holders and those of every parent URI that is
+    /// held (the URI may be a sub-resource of one a client holds), each once, in client
+    /// order; and those parent keys (their cached reads are stale too).
+    pub(super) fn of_update(&self, key: &SubKey) -> (Vec<ClientId>, Vec<SubKey>) {
+        let mut clients = self.of_key(key);
+        let mut parents = Vec::new();
+        for parent in parent_uris(&key.uri) {
+            let pkey = SubKey::new(key.upstream, parent);
+            if self.registry.is_active(&pkey) {
+                clients.extend(self.registry.holders(&pkey));
+                parents.push(pkey);
+            }
+        }
+        clients.sort_unstable();
+        clients.dedup();
+        (clients, parents)
+    }
+}
+
+/// One message on its way to many clients: serialized once, with one tagged copy per
+/// listen id that receives it.
+#[derive(Debug)]
+pub(super) struct Delivery {
+    plain: Outbound,
+    kind: OutKind,
+    tagged: HashMap<RawId, Outbound>,
+}
+
+impl Delivery {
+    pub(super) fn new(msg: &Message, kind: OutKind) -> Self {
+        Delivery {
+            plain: notification_out(msg.to_bytes(), kind.clone(), None),
+            kind,
+            tagged: HashMap::new(),
+        }
+    }
+
+    /// What a recipient gets: a session (`stateless` false) the plain message; a
+    /// stateless client only as a listen stream already acknowledged (`listen`: its
+    /// listen id), the message marked as related to that request; else nothing.
+    pub(super) fn to(&mut self, stateless: bool, listen: Option<&RawId>) -> Option<Outbound> {
+        if !stateless {
+            return Some(self.plain.clone());
+        }
+        let id = listen?;
+        let out = self.tagged.entry(id.clone()).or_insert_with(|| {
+            notification_out(
+                self.plain.bytes.clone(),
+                self.kind.clone(),
+                Some(id.clone()),
+            )
+        });
+        Some(out.clone())
+    }
+}
+
+impl Hub {
+    /// Delivers one notification (serialized once as `msg`) to `clients`, each in the
+    /// form [`Delivery::to`] gives it: the same bytes to each.
+    pub(super) fn fan_out_tagged(&mut self, clients: &[ClientId], msg: &Message, kind: OutKind) {
+        self.counters.fanout_deliveries += clients.len() as u64;
+        let mut delivery = Delivery::new(msg, kind);
+        for &c in clients {
+            // One lookup of the client table per holder (and one of the listens for a
+            // stateless client): this loop runs for every holder of every update.
+            let Some(state) = self.clients.get(&c) else {
+                continue;
+            };
+            let stateless = state.init.as_ref().is_some_and(|i| i.stateless.is_some());
+            let listen = if stateless {
+                self.listens.acked(c)
+            } else {
+                None
+            };
+            if let Some(out) = delivery.to(stateless, listen) {
+                self.turn.push(c, &state.outbox, out);
+            }
+        }
+    }
+}
+
+/// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
+/// `/` of its path, with and without that `/` (`file:///a/b/c` → `file:///a/b/`,
+/// `file:///a/b`, `file:///a/`, `file:///a`, `file:///`). Nothing above the path
+/// (the scheme and authority alone) is a parent.
+fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
+    let path_start = uri.find("://").map_or(0, |i| i + 3);
+    let path_start = uri[path_start..]
+        .find('/')
+        .map_or(uri.len(), |i| path_start + i);
+    uri[path_start..]
+        .rmatch_indices('/')
+        .map(move |(i, _)| path_start + i)
+        .filter(move |&end| end + 1 < uri.len())
+        .flat_map(move |end| {
+            let with = &uri[..=end];
+            let without = (end > path_start).then(|| &uri[..end]);
+            [Some(with), without].into_iter().flatten()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+    use crate::downstream::outbox::CoalesceKey;
+    use crate::protocol::methods;
+    use crate::state::ids::UpstreamId;
+
+    #[test]
+    fn parents_end_at_slashes_of_the_path() {
+        let p: Vec<&str> = parent_uris("file:///a/b/c").collect();
+        assert_eq!(
+            p,
+            [
+                "file:///a/b/",
+                "file:///a/b",
+                "file:///a/",
+                "file:///a",
+                "file:///"
+            ]
+        );
+        let p: Vec<&str> = parent_uris("test://static/1").collect();
+        assert_eq!(p, ["test://static/"]);
+        assert_eq!(parent_uris("test://static").count(), 0);
+        assert_eq!(
+            parent_uris("test://static/").count(),
+            0,
+            "a URI is not its own parent"
+        );
+        let p: Vec<&str> = parent_uris("db://h/t/").collect();
+        assert_eq!(p, ["db://h/"]);
+        assert_eq!(parent_uris("urn:x:y").count(), 0);
+    }
+
+    /// `client` holds `uri` of upstream 0, confirmed by the upstream.
+    fn hold(h: &mut Holders, client: u64, uri: &str) {
+        let key = SubKey::new(UpstreamId(0), uri);
+        let now = Instant::now();
+        let waiter = (ClientId(client), RawId::from_u64(client));
+        let _ = h
+            .registry
+            .subscribe::<SubError>(ClientId(client), key.clone(), waiter, now);
+        let _ = h.registry.upstream_result::<SubError>(&key, Ok(()), now);
+    }
+
+    #[test]
+    fn an_update_reaches_the_holders_of_the_uri_and_of_its_held_parents_once() {
+        let mut h = Holders::new(Duration::ZERO);
+        hold(&mut h, 3, "file:///a/b/c");
+        hold(&mut h, 1, "file:///a/");
+        hold(&mut h, 3, "file:///a");
+        hold(&mut h, 2, "file:///x");
+        let key = SubKey::new(UpstreamId(0), "file:///a/b/c");
+        let (clients, parents) = h.of_update(&key);
+        assert_eq!(clients, [ClientId(1), ClientId(3)]);
+        let parents: Vec<&str> = parents.iter().map(|k| &*k.uri).collect();
+        assert_eq!(parents, ["file:///a/", "file:///a"]);
+        let (clients, parents) = h.of_update(&SubKey::new(UpstreamId(1), "file:///a/b/c"));
+        assert!(
+            clients.is_empty() && parents.is_empty(),
+            "another upstream's"
+        );
+    }
+
+    #[test]
+    fn sessions_get_the_plain_bytes_and_acknowledged_listens_one_tagged_copy_per_id() {
+        let msg = Message::notification(methods::RESOURCES_UPDATED, None);
+        let kind = OutKind::Coalescible(CoalesceKey::Method("m".into()));
+        let mut d = Delivery::new(&msg, kind);
+        let session = d.to(false, None).expect("a session gets it");
+        assert_eq!(session.related, None);
+        assert_eq!(session.bytes, msg.to_bytes());
+        assert!(d.to(true, None).is_none(), "no listen, or not acknowledged");
+        let (l1, l2) = (RawId::from_u64(1), RawId::from_u64(2));
+        let a = d
+            .to(true, Some(&l1))
+            .expect("an acknowledged listen gets it");
+        let b = d.to(true, Some(&l1)).expect("as does another of that id");
+        let c = d.to(true, Some(&l2)).expect("and one of another id");
+        assert_eq!(a.related.as_ref(), Some(&l1));
+        assert_eq!(c.related.as_ref(), Some(&l2));
+        assert_eq!(a.bytes, session.bytes, "the same bytes: the edge tags them");
+        assert!(std::ptr::eq(&*a, &*b), "one shared copy per listen id");
+    }
+}

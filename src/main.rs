@@ -13,7 +13,7 @@ use mcpmux::downstream::http::{serve_http_observed, HttpSettings, ProfileEndpoin
 use mcpmux::run::Core;
 use mcpmux::telemetry::Telemetry;
 
-#[cfg(unix)]
+#[cfg(all(unix, feature = "jemalloc"))]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

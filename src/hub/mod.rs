@@ -154,7 +154,7 @@ pub struct UpstreamSlot {
     /// Where its messages that belong to no client request go
     /// (`servers.NAME.unrelated_messages`).
     pub unrelated: UnrelatedPolicy,
-    /// `ttlMs`/`cacheScope` told modern clients for its results (it gives none).
+    /// `ttlMs`/`cacheScope` told stateless clients for its results (it gives none).
     pub ttl_ms: u64,
     pub cache_scope: crate::config::CacheScope,
     /// mcpmux declared `roots` to it (`servers.NAME.client_capabilities`), so a
@@ -204,7 +204,7 @@ struct ClientState {
     view: ViewId,
     /// Its `Mcp-Session-Id`, when it is a Streamable HTTP session (for traces).
     session: Option<Arc<str>>,
-    /// `false` when the outbox is a connection's, shared by several clients (a modern
+    /// `false` when the outbox is a connection's, shared by several clients (a stateless
     /// stdio connection's requests): ending this client must not close it.
     owns_outbox: bool,
     /// Set once `initialize` was answered.
@@ -214,7 +214,7 @@ struct ClientState {
 struct ClientInit {
     /// mcpmux declared `resources.subscribe` to this client.
     declared_subscribe: bool,
-    /// The client's `capabilities` from `initialize` (for a modern client, what its
+    /// The client's `capabilities` from `initialize` (for a stateless client, what its
     /// request declared in `_meta`).
     capabilities: serde_json::Value,
     /// Set for a 2026-07-28 client.
@@ -250,7 +250,7 @@ pub struct Hub {
     /// Every timer: request deadlines (dropped when answered, pushed back by
     /// progress), lingering releases, re-subscribes, the drain's deadline.
     deadlines: deadlines::Deadlines,
-    /// Server requests held for modern clients' retries (MRTR).
+    /// Server requests held for stateless clients' retries (MRTR).
     mrtr: mrtr::Mrtr,
     /// The fleet actor, when `[fleet]` is configured, and this instance's role per
     /// shared key.

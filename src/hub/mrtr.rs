@@ -46,7 +46,7 @@ const STATE_PREFIX: &str = "mcpmux2.";
 /// The key of the one input request of a round.
 const INPUT_KEY: &str = "mcpmux-input";
 
-/// A server→client request held for a modern client's retry.
+/// A server→client request held for a stateless client's retry.
 #[derive(Debug)]
 pub(super) struct Held {
     upstream: UpstreamId,
@@ -163,7 +163,7 @@ fn now_ms() -> u64 {
 }
 
 impl Hub {
-    /// A legacy server's request for input that belongs to modern client `client`'s
+    /// A legacy server's request for input that belongs to stateless client `client`'s
     /// request `client_request` (forwarded as `pid`): answer that request
     /// `input_required` and hold the server's request for the retry.
     pub(super) fn bridge_to_input_required(
@@ -223,7 +223,7 @@ impl Hub {
         Ok(())
     }
 
-    /// A modern request carrying `requestState`: the retry of a request whose client
+    /// A stateless request carrying `requestState`: the retry of a request whose client
     /// was asked for input. Answers the held server request with the client's input
     /// and hands the parked request over to this retry. Returns `false` when the
     /// request carries no state (a plain request).

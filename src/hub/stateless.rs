@@ -22,7 +22,7 @@ use crate::state::capabilities;
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ViewId};
 
-/// What the hub keeps for a modern client.
+/// What the hub keeps for a stateless client.
 #[derive(Debug, Default)]
 pub(super) struct StatelessClient {
     /// Requests in flight: id → (method, `params.uri`), for the result's cache hints.
@@ -41,7 +41,7 @@ impl StatelessClient {
 }
 
 impl Hub {
-    /// A modern client's request, already validated at the edge (which also refused
+    /// A stateless client's request, already validated at the edge (which also refused
     /// the methods the era does not have).
     pub(super) fn on_stateless_request(&mut self, client: ClientId, id: RawId, msg: Message) {
         let method = msg.method().unwrap_or_default().to_owned();

@@ -199,7 +199,7 @@ impl Hub {
         }
     }
 
-    /// Sends a `*/list_changed` to every initialized legacy client of `audience` and to
+    /// Sends a `*/list_changed` to every initialized session client of `audience` and to
     /// every listen stream of it that asked for it (tagged).
     pub(super) fn broadcast(
         &mut self,

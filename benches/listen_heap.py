@@ -10,8 +10,8 @@ stateless `server/discover` answered, connection kept alive) and `listen` (one
 `subscriptions/listen` acknowledged, stream open). Prints the RSS each adds per
 connection. With --heaptrack (MCPMUX built with `--no-default-features`, so the system
 malloc that heaptrack sees), runs the listen kind under heaptrack and prints every
-allocation site live at the peak with at least N/2 calls, as bytes per listen, with the
-frames that say whose it is.
+allocation site live at the peak with at least N/3 calls, as bytes per listen (divided
+by the listens live at that moment), with the frames that say whose it is.
 """
 import json, os, re, socket, subprocess, sys, tempfile, time
 
@@ -86,8 +86,8 @@ def run(cmd, scripted, n, kind):
         finally:
             if measure:
                 p.kill()
-            else:  # end mcpmux, and let heaptrack write its trace
-                subprocess.run(["pkill", "-KILL", "-P", str(p.pid)], check=False)
+            else:  # stop mcpmux (it flushes heaptrack's buffer as it exits); the peak stays
+                subprocess.run(["pkill", "-TERM", "-P", str(p.pid)], check=False)
             p.wait(timeout=120)
 
 
@@ -117,14 +117,19 @@ def heap_report(trace, n):
                 frames.append(re.sub(r"::h[0-9a-f]{16}$", "", f))
             i += 1
         size, calls = float(m.group(1)) * scale[m.group(2)], int(m.group(3))
-        if calls >= n // 2:
-            sites.append((size / n, calls, frames))
+        if calls >= n // 3:
+            sites.append((size, calls, frames))
+    # The connections live at the peak: the most-called site is one per connection.
+    live = max((c for _, c, _ in sites), default=1)
+    sites = [(size / live, calls, frames) for size, calls, frames in sites]
+    print(f"{live:,} listens live at the peak (of {n:,} opened)\n")
     total = 0.0
     print("| bytes / listen | allocations | allocated in | whose |\n|---:|---:|---|---|")
     for per, calls, frames in sorted(sites, key=lambda s: -s[0]):
         total += per
-        whose = [f for f in frames if f.startswith(("mcpmux::", "hyper::", "axum"))][:2]
-        print(f"| {per:,.0f} | {calls:,} | `{frames[0][:70]}` | {'; '.join(f'`{w[:80]}`' for w in whose)} |")
+        named = [f for f in frames if not f.startswith("0x")]
+        whose = [f for f in named if f.startswith(("mcpmux::", "hyper::", "hyper_util::", "axum"))][:2]
+        print(f"| {per:,.0f} | {calls:,} | `{named[0][:70] if named else frames[0]}` | {'; '.join(f'`{w[:80]}`' for w in whose)} |")
     print(f"| **{total:,.0f}** | | total of the sites above | |")
 
 

@@ -171,12 +171,7 @@ impl Transport for StdioUpstream {
             tracing::info!(upstream = %name, era = "modern", versions = ?info.supported_versions, "upstream speaks 2026-07-28");
             let caps = crate::config::ClientCapability::declared(&self.config.client_capabilities);
             let core = StatelessSession::new(name, caps, &info.capabilities);
-            if self
-                .hub
-                .send(self.id, UpstreamEvent::Ready(info))
-                .await
-                .is_err()
-            {
+            if !self.announce(info).await {
                 return self.stop(child, writer, SessionEnd::Shutdown).await;
             }
             let end = self
@@ -186,12 +181,7 @@ impl Transport for StdioUpstream {
         }
         let info = legacy.expect("a handshake, when nothing was discovered");
         tracing::debug!(upstream = %name, era = "legacy", version = %info.protocol_version, "upstream session started");
-        if self
-            .hub
-            .send(self.id, UpstreamEvent::Ready(info))
-            .await
-            .is_err()
-        {
+        if !self.announce(info).await {
             return self.stop(child, writer, SessionEnd::Shutdown).await;
         }
 
@@ -349,6 +339,14 @@ impl StdioUpstream {
                 }
             }
         }
+    }
+
+    /// Tells the hub the session is ready; `false` when the hub is gone (shutdown).
+    async fn announce(&self, info: InitInfo) -> bool {
+        self.hub
+            .send(self.id, UpstreamEvent::Ready(info))
+            .await
+            .is_ok()
     }
 
     /// Stops the child as the spec asks: close stdin and wait up to [`STOP_GRACE`];

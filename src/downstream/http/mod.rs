@@ -474,15 +474,24 @@ pub(crate) fn sse_response(rx: lane::Receiver<bytes::Bytes>) -> Response {
     sse_response_with(Body::from_stream(sse::sse_body(rx)))
 }
 
-/// A `200` SSE response with `body`.
+/// A `200` SSE response with `body`. Its header map is sized for its three headers:
+/// hyper keeps a connection's last response headers for reuse, so for an open stream
+/// the map's size is paid for as long as the stream lives (docs/architecture.md,
+/// "Streamable HTTP": memory per listen).
 fn sse_response_with(body: Body) -> Response {
-    Response::builder()
-        .status(StatusCode::OK)
-        .header(header::CONTENT_TYPE, "text/event-stream")
-        .header(header::CACHE_CONTROL, "no-cache")
-        .header("x-accel-buffering", "no")
-        .body(body)
-        .unwrap_or_else(|_| StatusCode::INTERNAL_SERVER_ERROR.into_response())
+    let mut headers = HeaderMap::with_capacity(3);
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert(
+        HeaderName::from_static("x-accel-buffering"),
+        HeaderValue::from_static("no"),
+    );
+    let mut resp = Response::new(body);
+    *resp.headers_mut() = headers;
+    resp
 }
 
 /// A path segment with its `%XX` escapes decoded (server names are plain, but the page

@@ -47,6 +47,8 @@ async fn get_stream_receives_unrelated_notification_with_event_id() {
     let stream = s.get(&sid).send().await.unwrap();
     assert_eq!(stream.status(), StatusCode::OK);
     assert_eq!(stream.headers()["content-type"], "text/event-stream");
+    assert_eq!(stream.headers()["cache-control"], "no-cache");
+    assert_eq!(stream.headers()["x-accel-buffering"], "no");
     let resp = s
         .post(Some(&sid), note("x/emit", json!({"n": 2})))
         .send()

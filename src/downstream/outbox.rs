@@ -85,6 +85,9 @@ pub struct Parts {
     /// For a response to a stateless request: how long its result may be reused, for
     /// the edge that gives it the era's shape (`crate::protocol::shape`).
     pub hints: Option<CacheHints>,
+    /// The bytes hold no line break: an SSE event carries them as one `data:` line.
+    /// Found once, when the message is made, not by each session that frames it.
+    pub one_line: bool,
     /// The bytes tagged with the `subscriptionId` of the listen `related` names, made
     /// by the first of its streams to write them and shared by the others (most
     /// listens of a URI have the same id: the SDKs number them per connection).
@@ -94,6 +97,7 @@ pub struct Parts {
 impl Outbound {
     pub fn new(bytes: Bytes, kind: OutKind, related: Option<RawId>) -> Outbound {
         Outbound(Arc::new(Parts {
+            one_line: is_one_line(&bytes),
             bytes,
             kind,
             related,
@@ -105,6 +109,7 @@ impl Outbound {
     /// A response to the request `id`, with the cache hints of its result.
     pub fn response(bytes: Bytes, id: RawId, hints: Option<CacheHints>) -> Outbound {
         Outbound(Arc::new(Parts {
+            one_line: is_one_line(&bytes),
             bytes,
             kind: OutKind::Response,
             related: Some(id),
@@ -135,6 +140,11 @@ impl Outbound {
             Err(shared) => shared.bytes.clone(),
         }
     }
+}
+
+/// Whether `bytes` hold no line break (`\n` or `\r`).
+fn is_one_line(bytes: &[u8]) -> bool {
+    memchr::memchr2(b'\n', b'\r', bytes).is_none()
 }
 
 /// The wire bytes (what an SSE event carries as its data).

@@ -56,10 +56,11 @@ impl Holders {
         let mut clients = self.of_key(key);
         let mut parents = Vec::new();
         for parent in parent_uris(&key.uri) {
-            let pkey = SubKey::new(key.upstream, parent);
-            if self.registry.is_active(&pkey) {
-                clients.extend(self.registry.holders(&pkey));
-                parents.push(pkey);
+            // Looked up by its parts: a key is made only for a parent that is held.
+            let pkey = (key.upstream, parent);
+            if self.registry.is_active_at(&pkey) {
+                clients.extend(self.registry.holders_at(&pkey));
+                parents.push(SubKey::new(key.upstream, parent));
             }
         }
         clients.sort_unstable();

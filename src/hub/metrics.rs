@@ -183,7 +183,7 @@ impl Hub {
             .keys()
             .map(|k| {
                 (
-                    self.catalog.expose_uri(k.upstream, &k.uri),
+                    self.catalog.expose_uri(k.upstream, &k.uri).into_owned(),
                     registry.holders(k).count(),
                 )
             })
@@ -226,7 +226,7 @@ impl Hub {
                             super::fleet::FleetRole::Pending => ("pending", None),
                         };
                         FleetKey {
-                            uri: self.catalog.expose_uri(k.upstream, &k.uri),
+                            uri: self.catalog.expose_uri(k.upstream, &k.uri).into_owned(),
                             role,
                             owner,
                         }

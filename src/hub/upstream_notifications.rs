@@ -11,7 +11,7 @@ use serde_json::json;
 use super::effects::notification_out;
 use super::Hub;
 use crate::downstream::outbox::{CoalesceKey, OutKind};
-use crate::protocol::methods::{self, parse_params, UriParams};
+use crate::protocol::methods::{self, parse_params, UriRef};
 use crate::protocol::{Message, RawId};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
@@ -20,13 +20,14 @@ use crate::upstream::Related;
 
 impl Hub {
     fn on_upstream_updated(&mut self, upstream: UpstreamId, mut msg: Message) {
-        let Some(UriParams { uri }) = parse_params(msg.params()) else {
+        let Some(UriRef { uri }) = parse_params(msg.params()) else {
             tracing::debug!("resources/updated without a uri dropped");
             return;
         };
         let key = SubKey::new(upstream, &uri);
-        // The fleet's followers hear of it too (an owner may hold a key for
-        // them alone).
+        drop(uri); // borrowed from `msg`, which may change below
+                   // The fleet's followers hear of it too (an owner may hold a key for
+                   // them alone).
         self.fleet_publish(&key, &msg);
         // The URI may be a sub-resource of one a client holds: its holders
         // hear of it too, and the parent's cached contents are stale.
@@ -41,8 +42,8 @@ impl Hub {
         }
         // Serialized once; `_meta` and unknown members travel untouched. A
         // namespaced upstream's URI is shown as the clients know it.
-        let exposed = self.catalog.expose_uri(upstream, &uri);
-        if exposed != uri {
+        let exposed = self.catalog.expose_uri(upstream, &key.uri);
+        if exposed != *key.uri {
             super::routing::set_param(&mut msg, &["uri"], &exposed);
         }
         let merged_before = if self.traces.on {
@@ -53,7 +54,7 @@ impl Hub {
         self.fan_out_tagged(
             &holders,
             &msg,
-            OutKind::Coalescible(CoalesceKey::Update(key)),
+            OutKind::Coalescible(CoalesceKey::Update(key.clone())),
         );
         if self.traces.on {
             let merged = self.merged_of(&holders) - merged_before;

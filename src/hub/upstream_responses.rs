@@ -141,7 +141,8 @@ impl Hub {
         let mut changed = false;
         let mut expose = |uri: &mut serde_json::Value| {
             if let Some(own) = uri.as_str() {
-                *uri = serde_json::Value::String(self.catalog.expose_uri(upstream, own));
+                *uri =
+                    serde_json::Value::String(self.catalog.expose_uri(upstream, own).into_owned());
                 changed = true;
             }
         };

@@ -36,6 +36,14 @@ pub struct UriParams {
     pub uri: String,
 }
 
+/// [`UriParams`] borrowed from the message's text (copied only when the URI has
+/// escapes): for the one use that needs the URI only briefly, on every update.
+#[derive(Debug, Deserialize)]
+pub struct UriRef<'a> {
+    #[serde(borrow)]
+    pub uri: std::borrow::Cow<'a, str>,
+}
+
 /// The part of `initialize` params the proxy looks at.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

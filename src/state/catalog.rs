@@ -466,8 +466,12 @@ impl Catalog {
     }
 
     /// The exposed form of an upstream's URI (for updates and list items).
-    pub fn expose_uri(&self, u: UpstreamId, uri: &str) -> String {
-        expose(self.prefix(u), true, uri)
+    pub fn expose_uri<'u>(&self, u: UpstreamId, uri: &'u str) -> std::borrow::Cow<'u, str> {
+        match self.prefix(u) {
+            // Most upstreams are not namespaced: every update's URI passes unchanged.
+            None => std::borrow::Cow::Borrowed(uri),
+            p => std::borrow::Cow::Owned(expose(p, true, uri)),
+        }
     }
 
     /// Items of one upstream page as clients of `view` see them: filtered, renamed,

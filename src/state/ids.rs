@@ -55,6 +55,53 @@ impl SubKey {
     }
 }
 
+/// A [`SubKey`] seen as its two parts, so an ordered map keyed by `SubKey` can be
+/// searched with a borrowed `(UpstreamId, &str)` and nothing allocated: the fan-out
+/// asks about every parent URI of every update, and most are held by nobody.
+pub trait SubKeyView {
+    fn parts(&self) -> (UpstreamId, &str);
+}
+
+impl SubKeyView for SubKey {
+    fn parts(&self) -> (UpstreamId, &str) {
+        (self.upstream, &self.uri)
+    }
+}
+
+impl SubKeyView for (UpstreamId, &str) {
+    fn parts(&self) -> (UpstreamId, &str) {
+        (self.0, self.1)
+    }
+}
+
+impl<'a> std::borrow::Borrow<dyn SubKeyView + 'a> for SubKey {
+    fn borrow(&self) -> &(dyn SubKeyView + 'a) {
+        self
+    }
+}
+
+// The order (and equality) of the parts is the derived order of `SubKey`: upstream,
+// then the URI's text. `Borrow` requires that they agree.
+impl PartialEq for dyn SubKeyView + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.parts() == other.parts()
+    }
+}
+
+impl Eq for dyn SubKeyView + '_ {}
+
+impl PartialOrd for dyn SubKeyView + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn SubKeyView + '_ {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.parts().cmp(&other.parts())
+    }
+}
+
 /// The hasher of maps keyed by ids mcpmux allocates itself ([`ClientId`]): ids are
 /// sequential and never chosen by a peer, so a multiply spreads them well and there is
 /// no flooding to defend against. SipHash showed up in the fan-out profile at about a
@@ -98,5 +145,32 @@ impl IdAlloc {
     pub fn allocate(&mut self) -> u64 {
         self.next += 1;
         self.next
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// A map keyed by `SubKey` finds, by a key's borrowed parts, exactly what it
+        /// finds by the key itself: the two orders agree.
+        #[test]
+        fn lookup_by_parts_agrees_with_lookup_by_key(
+            held in proptest::collection::btree_set((0usize..3, "[ab/]{0,4}"), 0..12),
+            probe in (0usize..3, "[ab/]{0,4}"),
+        ) {
+            let map: std::collections::BTreeMap<SubKey, ()> = held
+                .iter()
+                .map(|(u, uri)| (SubKey::new(UpstreamId(*u), uri), ()))
+                .collect();
+            let key = SubKey::new(UpstreamId(probe.0), &probe.1);
+            let parts = (UpstreamId(probe.0), probe.1.as_str());
+            proptest::prop_assert_eq!(
+                map.contains_key(&key),
+                map.contains_key(&parts as &dyn SubKeyView)
+            );
+            proptest::prop_assert_eq!(map.contains_key(&key), held.contains(&probe));
+        }
     }
 }

@@ -41,7 +41,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
-use super::ids::{ClientId, IdMap, SubKey, UpstreamId};
+use super::ids::{ClientId, IdMap, SubKey, SubKeyView, UpstreamId};
 
 mod upstream;
 
@@ -316,6 +316,12 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
     /// Holders stay across an upstream restart, so they also get the post-restart
     /// `resources/updated`.
     pub fn holders(&self, key: &SubKey) -> impl Iterator<Item = ClientId> + '_ {
+        self.holders_at(key)
+    }
+
+    /// [`SubscriptionRegistry::holders`] of a key given by its parts (nothing
+    /// allocated for the lookup).
+    pub fn holders_at(&self, key: &dyn SubKeyView) -> impl Iterator<Item = ClientId> + '_ {
         let set = match self.by_key.get(key) {
             Some(KeyState::Active { holders, .. }) => Some(holders),
             _ => None,
@@ -346,6 +352,11 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
     /// change will be heard of (the cache may store reads only then). False while
     /// pending, lingering, and between an upstream restart and its re-subscribe answer.
     pub fn is_active(&self, key: &SubKey) -> bool {
+        self.is_active_at(key)
+    }
+
+    /// [`SubscriptionRegistry::is_active`] of a key given by its parts.
+    pub fn is_active_at(&self, key: &dyn SubKeyView) -> bool {
         matches!(
             self.by_key.get(key),
             Some(KeyState::Active {

@@ -20,6 +20,7 @@ use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 
 use crate::downstream::lane;
+use crate::downstream::outbox::Outbound;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 
@@ -72,11 +73,24 @@ impl KeepAlive {
 /// from a pretty-printing peer): each line becomes its own `data:` field, which the
 /// client joins back with `\n`, so the JSON stays equivalent.
 pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
+    write_framed(buf, id, data, false);
+}
+
+/// [`write_event`], told whether `data` is already known to hold no line break (then
+/// it is not scanned again: a message shared by many sessions is scanned once, when
+/// it is made, not once per session).
+fn write_framed(buf: &mut BytesMut, id: Option<u64>, data: &[u8], one_line: bool) {
     buf.reserve(data.len() + FRAMING);
     if let Some(id) = id {
         buf.put_slice(b"id: ");
         put_decimal(buf, id);
         buf.put_u8(b'\n');
+    }
+    if one_line {
+        buf.put_slice(b"data: ");
+        buf.put_slice(data);
+        buf.put_slice(b"\n\n");
+        return;
     }
     let mut rest = data;
     loop {
@@ -164,6 +178,25 @@ pub(crate) fn post_event(stream: u64, seq: u64, data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
+/// An event the replay buffer holds: its data, and whether that data is known to be
+/// one line (so framing it need not scan it).
+pub(crate) trait EventData: AsRef<[u8]> {
+    fn one_line(&self) -> bool {
+        false
+    }
+}
+
+impl EventData for Outbound {
+    fn one_line(&self) -> bool {
+        self.one_line
+    }
+}
+
+impl EventData for Bytes {}
+impl EventData for String {}
+impl EventData for &[u8] {}
+impl<const N: usize> EventData for &[u8; N] {}
+
 /// The GET stream's events with their ids, bounded for replay.
 ///
 /// Each held event is the message itself as the hub queued it (`T` is the session's
@@ -184,7 +217,7 @@ pub(crate) struct ReplayBuffer<T> {
     last_id: u64,
 }
 
-impl<T: AsRef<[u8]>> ReplayBuffer<T> {
+impl<T: EventData> ReplayBuffer<T> {
     pub(crate) fn new(cap: usize) -> Self {
         ReplayBuffer {
             cap: cap.max(1),
@@ -237,7 +270,7 @@ impl<T: AsRef<[u8]>> ReplayBuffer<T> {
         let total = run.clone().map(|e| e.as_ref().len() + FRAMING).sum();
         let mut buf = BytesMut::with_capacity(total);
         for (id, e) in (first + skip as u64..).zip(run) {
-            write_event(&mut buf, Some(id), e.as_ref());
+            write_framed(&mut buf, Some(id), e.as_ref(), e.one_line());
         }
         Some((buf.freeze(), self.last_id))
     }
@@ -315,6 +348,30 @@ mod tests {
         assert_eq!(r.push(b"3"), (3, Some(1)));
         assert_eq!(r.oldest_id(), Some(2));
         assert_eq!(r.last_id(), 3);
+    }
+
+    #[test]
+    fn a_message_known_to_be_one_line_frames_like_any_other() {
+        use crate::downstream::outbox::OutKind;
+        let one = Outbound::new(
+            Bytes::from_static(b"{\"a\":1}"),
+            OutKind::Notification,
+            None,
+        );
+        let many = Outbound::new(
+            Bytes::from_static(b"{\n\"a\":1}"),
+            OutKind::Notification,
+            None,
+        );
+        assert!(one.one_line && !many.one_line);
+        let mut r = ReplayBuffer::new(4);
+        r.push(one);
+        r.push(many);
+        let (chunk, _) = r.chunk_after(0).unwrap();
+        let mut want = event(Some(1), b"{\"a\":1}").to_vec();
+        want.extend_from_slice(&event(Some(2), b"{\n\"a\":1}"));
+        assert_eq!(text(&chunk), text(&want));
+        assert!(text(&chunk).ends_with("id: 2\ndata: {\ndata: \"a\":1}\n\n"));
     }
 
     #[test]

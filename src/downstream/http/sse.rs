@@ -73,17 +73,18 @@ impl KeepAlive {
 /// from a pretty-printing peer): each line becomes its own `data:` field, which the
 /// client joins back with `\n`, so the JSON stays equivalent.
 pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
-    write_framed(buf, id, data, false);
+    let id = id.map(Decimal::new);
+    write_framed(buf, id.as_ref().map(Decimal::as_bytes), data, false);
 }
 
 /// [`write_event`], told whether `data` is already known to hold no line break (then
 /// it is not scanned again: a message shared by many sessions is scanned once, when
 /// it is made, not once per session).
-fn write_framed(buf: &mut BytesMut, id: Option<u64>, data: &[u8], one_line: bool) {
+fn write_framed(buf: &mut BytesMut, id: Option<&[u8]>, data: &[u8], one_line: bool) {
     buf.reserve(data.len() + FRAMING);
     if let Some(id) = id {
         buf.put_slice(b"id: ");
-        put_decimal(buf, id);
+        buf.put_slice(id);
         buf.put_u8(b'\n');
     }
     if one_line {
@@ -117,20 +118,56 @@ fn write_framed(buf: &mut BytesMut, id: Option<u64>, data: &[u8], one_line: bool
     buf.put_u8(b'\n');
 }
 
-/// Writes `n` in decimal without a heap allocation (this runs once per event per
+/// Writes `n` in decimal without a heap allocation.
+fn put_decimal(buf: &mut BytesMut, n: u64) {
+    buf.put_slice(Decimal::new(n).as_bytes());
+}
+
+/// A number as its decimal digits, on the stack, that can step to the next number
+/// in place: the events of one chunk have consecutive ids, so each id after the first
+/// costs a digit increment rather than a conversion (framing runs once per event per
 /// session on the fan-out path).
-fn put_decimal(buf: &mut BytesMut, mut n: u64) {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
-    loop {
-        i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+struct Decimal {
+    digits: [u8; 20],
+    /// Index of the first digit.
+    start: usize,
+}
+
+impl Decimal {
+    fn new(mut n: u64) -> Self {
+        let mut digits = [b'0'; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            digits[start] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        Decimal { digits, start }
+    }
+
+    fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
+
+    /// Steps to the next number (`u64::MAX` has 20 digits: it does not step).
+    fn step(&mut self) {
+        for i in (self.start..self.digits.len()).rev() {
+            if self.digits[i] == b'9' {
+                self.digits[i] = b'0';
+            } else {
+                self.digits[i] += 1;
+                return;
+            }
+        }
+        // Every digit was a 9: one more digit in front.
+        if self.start > 0 {
+            self.start -= 1;
+            self.digits[self.start] = b'1';
         }
     }
-    buf.put_slice(&digits[i..]);
 }
 
 /// One SSE event as its own buffer.
@@ -269,8 +306,10 @@ impl<T: EventData> ReplayBuffer<T> {
         // Room for each event's framing too, so a burst's chunk is allocated once.
         let total = run.clone().map(|e| e.as_ref().len() + FRAMING).sum();
         let mut buf = BytesMut::with_capacity(total);
-        for (id, e) in (first + skip as u64..).zip(run) {
-            write_framed(&mut buf, Some(id), e.as_ref(), e.one_line());
+        let mut id = Decimal::new(first + skip as u64);
+        for e in run {
+            write_framed(&mut buf, Some(id.as_bytes()), e.as_ref(), e.one_line());
+            id.step();
         }
         Some((buf.freeze(), self.last_id))
     }
@@ -505,6 +544,20 @@ mod tests {
             let mut b = BytesMut::new();
             put_decimal(&mut b, n);
             assert_eq!(text(&b), n.to_string());
+        }
+    }
+
+    proptest::proptest! {
+        /// Stepping in place gives the digits of the next number, across carries.
+        #[test]
+        fn a_decimal_steps_to_the_next_number(
+            n in proptest::prop_oneof![0u64..100_000, proptest::strategy::Strategy::prop_map(1u64..19, |e| 10u64.pow(e as u32) - 2)],
+        ) {
+            let mut d = Decimal::new(n);
+            for k in n..n + 3 {
+                proptest::prop_assert_eq!(text(d.as_bytes()), k.to_string());
+                d.step();
+            }
         }
     }
 

@@ -26,6 +26,7 @@
 //! - 202 no body for notifications/responses only; 200 JSON or SSE for requests;
 //!   200 for DELETE.
 
+mod decimal;
 mod endpoints;
 mod episode;
 mod guard;

@@ -197,8 +197,10 @@ fn main() -> Result<()> {
         _ => {}
     }
     let args = parse_args()?;
+    // The in-process mcpmux (and the raw writer beside it) runs as `mcpmux serve` does
+    // by default.
     let server = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+        .worker_threads(mcpmux::run::SERVE_WORKERS.get())
         .thread_name("mcpmux")
         .enable_all()
         .build()?;
@@ -595,12 +597,15 @@ async fn run_forwarding(args: &Args, env: &Env) -> Result<()> {
     );
     println!("| path | p50 ms | p99 ms | mean ms | added p50 vs direct ms | ratio p50 |");
     println!("|---|---:|---:|---:|---:|---:|");
-    // The last two rows (the stateless path) are compared with the direct stateless
-    // call, every other one with direct stdio.
-    let stateless_base = rows[rows.len() - 2].lat;
+    // The stateless rows (the direct stateless call and those after it) are compared
+    // with the direct stateless call, every other one with direct stdio.
+    let first_stateless = rows
+        .iter()
+        .position(|r| r.path.starts_with("direct stateless"))
+        .unwrap_or(rows.len());
     for (i, r) in rows.iter().enumerate() {
-        let base = if i + 2 >= rows.len() {
-            stateless_base
+        let base = if i >= first_stateless {
+            rows[first_stateless].lat
         } else {
             rows[0].lat
         };
@@ -615,8 +620,8 @@ async fn run_forwarding(args: &Args, env: &Env) -> Result<()> {
         );
     }
     println!(
-        "\nThe last two rows compare with the direct stateless call (the row before last); \
-         the others with direct stdio."
+        "\nThe stateless rows compare with the direct stateless call; the others with \
+         direct stdio."
     );
     Ok(())
 }

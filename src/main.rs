@@ -1,6 +1,7 @@
 //! The `mcpmux` command: parses arguments, sets up logging, and calls into the
 //! library. Nothing else lives here.
 
+use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -38,6 +39,12 @@ enum Cmd {
         /// Config file (default: $MCPMUX_CONFIG, then ./mcpmux.toml).
         #[arg(short, long, value_name = "FILE")]
         config: Option<PathBuf>,
+        /// Worker threads of the runtime. One serves a desk's worth of hosts with the
+        /// least CPU and latency per request (each hop of a request stays on one
+        /// thread); more spread many connections' HTTP work over cores, while the hub
+        /// stays one task.
+        #[arg(long, value_name = "N", env = "MCPMUX_WORKERS", default_value_t = mcpmux::run::SERVE_WORKERS)]
+        workers: NonZeroUsize,
     },
     /// Serve one client on stdin/stdout with the same upstreams.
     Stdio {
@@ -133,13 +140,19 @@ fn main() -> ExitCode {
     // hop of a request (stdin → hub → upstream → hub → stdout) would cross threads:
     // `stdio` and `connect` run all their tasks on the main thread
     // (docs/architecture.md, "Stdio mode and mcpmux connect").
-    let single = matches!(cli.command, Cmd::Stdio { .. } | Cmd::Connect { .. });
-    let runtime = if single {
-        tokio::runtime::Builder::new_current_thread()
+    // `serve` runs `--workers` threads, one by default, for the same reason: a request
+    // crosses five tasks (connection, hub, upstream session, its POST, the HTTP
+    // client's connection), and on two workers most of those hops wake the other thread
+    // (docs/architecture.md, "Runtime").
+    let runtime = match &cli.command {
+        Cmd::Stdio { .. } | Cmd::Connect { .. } => tokio::runtime::Builder::new_current_thread()
             .enable_all()
-            .build()
-    } else {
-        tokio::runtime::Runtime::new()
+            .build(),
+        Cmd::Serve { workers, .. } => tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(workers.get())
+            .enable_all()
+            .build(),
+        _ => tokio::runtime::Runtime::new(),
     };
     let runtime = match runtime {
         Ok(r) => r,
@@ -151,7 +164,7 @@ fn main() -> ExitCode {
     // Traces are exported by `serve` and `stdio` when configured (docs/architecture.md,
     // "Traces"); a config that does not load is reported by the command itself.
     let telemetry = match &cli.command {
-        Cmd::Serve { config } | Cmd::Stdio { config, .. } => {
+        Cmd::Serve { config, .. } | Cmd::Stdio { config, .. } => {
             let cfg = config::load(&config::resolve_path(config.clone())).ok();
             match Telemetry::start(
                 cfg.as_ref().and_then(|c| c.telemetry.as_ref()),
@@ -239,7 +252,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Cmd::Serve { config } => {
+        Cmd::Serve { config, .. } => {
             let path = config::resolve_path(config.clone());
             serve(load(config)?, path).await
         }

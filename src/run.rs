@@ -18,6 +18,10 @@ use crate::upstream::{spawn_upstream, UpstreamLink};
 /// How long shutdown waits for upstream actors before giving up on them.
 pub const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 
+/// The runtime worker threads `mcpmux serve` starts with unless `--workers` says
+/// otherwise: one (docs/architecture.md, "Runtime").
+pub const SERVE_WORKERS: std::num::NonZeroUsize = std::num::NonZeroUsize::MIN;
+
 /// The running core: the hub and one actor per upstream.
 pub struct Core {
     pub hub: HubHandle,

@@ -19,7 +19,7 @@ use super::client::{
     http_pool, ns_since, open_listen, receive, stateless_tool, thread_cpu, LineClient, Parse,
     Receiver, Session, Tally,
 };
-use super::proxy::{config_toml, config_toml_era, Limits, Proxy, TempFile};
+use super::proxy::{config_toml, config_toml_era, Daemon, Limits, Proxy, TempFile};
 use super::raw::RawServer;
 use super::stats::{pct, Pct};
 
@@ -803,14 +803,18 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
         WAIT_MAX,
     )
     .await?;
-    let modern_proxy = Proxy::start(
-        &env.server,
-        &format!(
-            "{}protocol = \"modern\"\n",
-            super::proxy::config_toml_http(&modern_up.url, Limits::default(), None)
-        ),
-    )?;
-    let (mut md, mut mm) = (vec![], vec![]);
+    let modern_toml = format!(
+        "{}protocol = \"modern\"\n",
+        super::proxy::config_toml_http(&modern_up.url, Limits::default(), None)
+    );
+    let modern_proxy = Proxy::start(&env.server, &modern_toml)?;
+    // The same through `mcpmux serve` as a child process: the daemon as users run it,
+    // with its own runtime (`serve --workers`, default one worker thread).
+    let modern_daemon = match &env.bins.mcpmux {
+        Some(bin) => Some(Daemon::start(bin, &modern_toml).await?),
+        None => None,
+    };
+    let (mut md, mut mm, mut ms) = (vec![], vec![], vec![]);
 
     let (mut d, mut r, mut s, mut h) = (vec![], vec![], vec![], vec![]);
     for i in 0..warmup + calls {
@@ -824,6 +828,13 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
         check_echo(stateless_tool(&http, &modern_proxy.url, i as u64, "echo", echo()).await?)?;
         if keep {
             mm.push(ns_since(t));
+        }
+        if let Some(daemon) = &modern_daemon {
+            let t = Instant::now();
+            check_echo(stateless_tool(&http, &daemon.url, i as u64, "echo", echo()).await?)?;
+            if keep {
+                ms.push(ns_since(t));
+            }
         }
         let t = Instant::now();
         check_echo(direct.tool("echo", echo()).await?)?;
@@ -882,6 +893,12 @@ pub async fn forwarding(env: &Env, calls: usize, warmup: usize) -> Result<Vec<Fw
             "mcpmux stateless 2026-07-28 HTTP (in-process) → scripted-upstream (HTTP, 2026-07-28)",
         lat: pct(&mut mm),
     });
+    if modern_daemon.is_some() {
+        rows.push(FwdRow {
+            path: "`mcpmux serve` (child process), stateless 2026-07-28 HTTP → scripted-upstream (HTTP, 2026-07-28)",
+            lat: pct(&mut ms),
+        });
+    }
     Ok(rows)
 }
 

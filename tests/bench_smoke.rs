@@ -80,9 +80,10 @@ async fn read_storm_costs_one_upstream_read_per_update() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwarding_paths_all_answer() {
     let rows = forwarding(&env(), 5, 1).await.unwrap();
-    // direct stdio, mcpmux stdio, mcpmux HTTP; the direct and the mcpmux stateless
-    // 2026-07-28 calls.
-    assert_eq!(rows.len(), 5, "{rows:?}");
+    // direct stdio, mcpmux stdio, mcpmux HTTP; the stateless 2026-07-28 calls direct,
+    // through the in-process mcpmux and through a `mcpmux serve` child.
+    assert_eq!(rows.len(), 6, "{rows:?}");
+    assert!(rows[5].path.contains("mcpmux serve"), "{rows:?}");
     for row in &rows {
         assert_eq!(row.lat.n, 5, "{row:?}");
     }

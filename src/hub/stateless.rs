@@ -86,20 +86,25 @@ impl Hub {
         else {
             return Ok(());
         };
-        let params: Value = msg
-            .params()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .unwrap_or_default();
-        let Some(name) = params["name"].as_str() else {
+        let Some(name) = stateless::mcp_name(msg) else {
             return Ok(());
         };
         let Some(tool) = self
             .catalog
-            .item(self.view_of(client), ListKind::Tools, name)
+            .item(self.view_of(client), ListKind::Tools, &name)
         else {
             return Ok(());
         };
-        stateless::check_param_headers(&tool["inputSchema"], &params["arguments"], headers)
+        let schema = &tool["inputSchema"];
+        if !stateless::has_param_annotations(schema) {
+            // Most tools map no argument to a header: their arguments are not parsed.
+            return Ok(());
+        }
+        let params: Value = msg
+            .params()
+            .and_then(|p| serde_json::from_str(p.get()).ok())
+            .unwrap_or_default();
+        stateless::check_param_headers(schema, &params["arguments"], headers)
     }
 
     pub(super) fn stateless_mut(&mut self, client: ClientId) -> Option<&mut StatelessClient> {

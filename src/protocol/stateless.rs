@@ -136,9 +136,23 @@ fn name_member(method: &str) -> Option<&'static str> {
 /// `resources/read`; `None` for other methods or when the member is missing. The one
 /// rule for both sides (checking a client's header, computing one for an upstream).
 pub fn mcp_name(msg: &Message) -> Option<String> {
+    // Only the two members are read; the rest (a call's arguments, say) is skipped
+    // over, not built into a tree.
+    #[derive(Deserialize)]
+    struct P<'a> {
+        #[serde(borrow)]
+        name: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow)]
+        uri: Option<&'a serde_json::value::RawValue>,
+    }
     let member = name_member(msg.method()?)?;
-    let params: Value = serde_json::from_str(msg.params()?.get()).ok()?;
-    params.get(member)?.as_str().map(str::to_owned)
+    let params: P<'_> = serde_json::from_str(msg.params()?.get()).ok()?;
+    let raw = if member == "uri" {
+        params.uri
+    } else {
+        params.name
+    }?;
+    serde_json::from_str::<String>(raw.get()).ok()
 }
 
 /// Validates a modern request's `_meta` (any transport): the version is present and
@@ -148,7 +162,11 @@ pub fn mcp_name(msg: &Message) -> Option<String> {
 /// A [`Rejection`]: -32602 for a missing required field, -32022 (with the supported
 /// versions) for an unsupported version; HTTP 400 for both.
 pub fn validate_meta(msg: &Message) -> Result<RequestMeta, Rejection> {
-    let m = request_meta(msg);
+    check_meta(request_meta(msg))
+}
+
+/// [`validate_meta`] on the fields already read.
+fn check_meta(m: RequestMeta) -> Result<RequestMeta, Rejection> {
     let Some(version) = m.protocol_version.as_deref() else {
         return Err(Rejection::new(
             400,
@@ -187,8 +205,8 @@ pub fn validate_meta(msg: &Message) -> Result<RequestMeta, Rejection> {
 /// [`validate_meta`]; HTTP 400.
 pub fn validate_http(msg: &Message, h: &Headers<'_>) -> Result<RequestMeta, Rejection> {
     let mismatch = |what: String| Rejection::new(400, code::HEADER_MISMATCH, what);
-    let body_version = request_meta(msg).protocol_version;
-    match (h.protocol_version, body_version.as_deref()) {
+    let meta = request_meta(msg);
+    match (h.protocol_version, meta.protocol_version.as_deref()) {
         (None, _) => return Err(mismatch("Header mismatch: MCP-Protocol-Version header is required".into())),
         (Some(hv), Some(bv)) if hv.trim() != bv => {
             return Err(mismatch(format!(
@@ -230,7 +248,7 @@ pub fn validate_http(msg: &Message, h: &Headers<'_>) -> Result<RequestMeta, Reje
             )));
         }
     }
-    validate_meta(msg)
+    check_meta(meta)
 }
 
 /// Decodes a header value that may use the `=?base64?…?=` sentinel; `None` when the
@@ -359,6 +377,20 @@ pub fn encode_header_value(s: &str) -> String {
 
 /// `(x-mcp-header value, property path)` of every annotation reachable from `schema`
 /// through `properties` alone.
+/// Whether a tool's `inputSchema` maps any argument to an `Mcp-Param-*` header (an
+/// `x-mcp-header` property at any depth). A call to a tool without one needs no check
+/// of its arguments against the headers.
+pub fn has_param_annotations(input_schema: &Value) -> bool {
+    input_schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .is_some_and(|props| {
+            props.values().any(|sub| {
+                sub.get("x-mcp-header").is_some_and(Value::is_string) || has_param_annotations(sub)
+            })
+        })
+}
+
 fn collect_annotations(
     schema: &Value,
     path: &mut Vec<String>,
@@ -401,165 +433,5 @@ pub fn legacy_only(method: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(method: &str, params: Value) -> Message {
-        Message::parse(
-            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-                .to_string()
-                .as_bytes(),
-        )
-        .unwrap()
-    }
-
-    fn modern_params(extra: Value) -> Value {
-        let mut p = json!({"_meta": {
-            meta::PROTOCOL_VERSION: MODERN_VERSION,
-            meta::CLIENT_CAPABILITIES: {},
-        }});
-        if let (Some(p), Some(e)) = (p.as_object_mut(), extra.as_object()) {
-            p.extend(e.clone());
-        }
-        p
-    }
-
-    fn headers<'a>(method: &'a str, name: Option<&'a str>) -> Headers<'a> {
-        Headers {
-            protocol_version: Some(MODERN_VERSION),
-            method: Some(method),
-            name,
-        }
-    }
-
-    #[test]
-    fn a_complete_request_passes_and_reads_its_meta() {
-        let m = req("tools/call", modern_params(json!({"name": "echo"})));
-        let meta = validate_http(&m, &headers("tools/call", Some("echo"))).unwrap();
-        assert_eq!(meta.protocol_version.as_deref(), Some(MODERN_VERSION));
-        assert_eq!(meta.client_capabilities, Some(json!({})));
-    }
-
-    #[test]
-    fn header_rules_give_32020() {
-        let m = req("tools/call", modern_params(json!({"name": "echo"})));
-        for h in [
-            Headers {
-                protocol_version: None,
-                ..headers("tools/call", Some("echo"))
-            },
-            Headers {
-                protocol_version: Some("2025-11-25"),
-                ..headers("tools/call", Some("echo"))
-            },
-            headers("tools/list", Some("echo")),
-            Headers {
-                method: None,
-                ..headers("tools/call", Some("echo"))
-            },
-            headers("tools/call", None),
-            headers("tools/call", Some("other")),
-        ] {
-            let r = validate_http(&m, &h).unwrap_err();
-            assert_eq!(
-                (r.status, r.code),
-                (400, code::HEADER_MISMATCH),
-                "{h:?}: {r:?}"
-            );
-        }
-        // Mcp-Name for resources/read mirrors params.uri, Base64 sentinel decoded.
-        let m = req("resources/read", modern_params(json!({"uri": "file:///é"})));
-        let encoded = format!("=?base64?{}?=", {
-            use base64::Engine as _;
-            base64::engine::general_purpose::STANDARD.encode("file:///é")
-        });
-        assert!(validate_http(&m, &headers("resources/read", Some(&encoded))).is_ok());
-        assert!(validate_http(&m, &headers("resources/read", Some("file:///e"))).is_err());
-    }
-
-    #[test]
-    fn meta_rules_give_32602_and_32022() {
-        let m = req("tools/list", json!({}));
-        let r = validate_meta(&m).unwrap_err();
-        assert_eq!((r.status, r.code), (400, -32602));
-        let m = req(
-            "tools/list",
-            json!({"_meta": {meta::PROTOCOL_VERSION: "2030-01-01", meta::CLIENT_CAPABILITIES: {}}}),
-        );
-        let r = validate_meta(&m).unwrap_err();
-        assert_eq!((r.status, r.code), (400, code::UNSUPPORTED_VERSION));
-        let data = r.data.unwrap();
-        assert_eq!(data["requested"], "2030-01-01");
-        assert_eq!(data["supported"][0], MODERN_VERSION);
-        assert!(data["supported"]
-            .as_array()
-            .unwrap()
-            .contains(&json!("2025-11-25")));
-        let m = req(
-            "tools/list",
-            json!({"_meta": {meta::PROTOCOL_VERSION: MODERN_VERSION}}),
-        );
-        let r = validate_meta(&m).unwrap_err();
-        assert_eq!(
-            (r.status, r.code),
-            (400, -32602),
-            "capabilities are required"
-        );
-    }
-
-    #[test]
-    fn param_headers_follow_the_x_mcp_header_annotations() {
-        let schema = json!({"type": "object", "properties": {
-            "region": {"type": "string", "x-mcp-header": "Region"},
-            "n": {"type": "integer", "x-mcp-header": "N"},
-            "deep": {"type": "object", "properties": {"flag": {"type": "boolean", "x-mcp-header": "Flag"}}},
-            "list": {"type": "array", "items": {"properties": {"x": {"x-mcp-header": "Hidden"}}}},
-            "query": {"type": "string"}
-        }});
-        let h = |v: &[(&str, &str)]| -> Vec<(String, String)> {
-            v.iter()
-                .map(|(a, b)| (a.to_string(), b.to_string()))
-                .collect()
-        };
-        let args = json!({"region": "us-west1", "n": 42, "deep": {"flag": true}, "query": "q"});
-        let ok = h(&[
-            ("region", "us-west1"),
-            ("n", "42.0"),
-            ("flag", "true"),
-            ("other", "x"),
-        ]);
-        assert_eq!(check_param_headers(&schema, &args, &ok), Ok(()));
-        let missing = h(&[("region", "us-west1"), ("n", "42")]);
-        assert!(check_param_headers(&schema, &args, &missing)
-            .unwrap_err()
-            .contains("Mcp-Param-Flag"));
-        let wrong = h(&[("region", "eu"), ("n", "42"), ("flag", "true")]);
-        assert!(check_param_headers(&schema, &args, &wrong)
-            .unwrap_err()
-            .contains("'eu'"));
-        // Base64 sentinel decoded; an argument without a value needs no header.
-        let args = json!({"region": "Hello, 世界"});
-        let enc = {
-            use base64::Engine as _;
-            format!(
-                "=?base64?{}?=",
-                base64::engine::general_purpose::STANDARD.encode("Hello, 世界")
-            )
-        };
-        assert_eq!(
-            check_param_headers(&schema, &args, &h(&[("region", &enc)])),
-            Ok(())
-        );
-        assert!(check_param_headers(&schema, &json!({}), &h(&[("region", "x")])).is_err());
-    }
-
-    #[test]
-    fn base64_sentinel_decodes_and_bad_sentinel_is_refused() {
-        assert_eq!(decode_header_value("plain").as_deref(), Some("plain"));
-        assert_eq!(
-            decode_header_value("=?base64?aGk=?=").as_deref(),
-            Some("hi")
-        );
-        assert_eq!(decode_header_value("=?base64?***?="), None);
-    }
-}
+#[path = "stateless_tests.rs"]
+mod tests;

@@ -180,8 +180,14 @@ async fn answer(outbox: &Outbox, id: &RawId, read_uri: Option<&str>) -> Option<b
 }
 
 /// The code of a JSON-RPC error response (-32601 is HTTP 404 in this era; -32020,
-/// -32021 and -32022 are 400). A result is not parsed.
+/// -32021 and -32022 are 400). A result is not parsed: an answer whose text neither
+/// names an `"error"` member nor has an escape (which could spell one) is not an error
+/// response, and is not read again.
 fn error_code(bytes: &[u8]) -> Option<i64> {
+    if memchr::memmem::find(bytes, b"\"error\"").is_none() && memchr::memchr(b'\\', bytes).is_none()
+    {
+        return None;
+    }
     let msg = Message::parse(bytes).ok()?;
     serde_json::from_str::<serde_json::Value>(msg.error()?.get())
         .ok()?
@@ -201,5 +207,24 @@ impl Drop for CloseOnDrop {
         if let Some(link) = self.link.take() {
             link.client_closed_now(self.client, "request abandoned by the client");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_code;
+
+    #[test]
+    fn error_code_reads_errors_and_skips_results() {
+        let err = br#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"x"}}"#;
+        assert_eq!(error_code(err), Some(-32601));
+        // A member name spelled with an escape is still found.
+        let escaped = br#"{"jsonrpc":"2.0","id":1,"\u0065rror":{"code":-32020,"message":"x"}}"#;
+        assert_eq!(error_code(escaped), Some(-32020));
+        let result = br#"{"jsonrpc":"2.0","id":1,"result":{"content":[]}}"#;
+        assert_eq!(error_code(result), None);
+        // A result that mentions "error" in its text is still a result.
+        let mentions = br#"{"jsonrpc":"2.0","id":1,"result":{"text":"\"error\""}}"#;
+        assert_eq!(error_code(mentions), None);
     }
 }

@@ -375,8 +375,6 @@ pub fn encode_header_value(s: &str) -> String {
     }
 }
 
-/// `(x-mcp-header value, property path)` of every annotation reachable from `schema`
-/// through `properties` alone.
 /// Whether a tool's `inputSchema` maps any argument to an `Mcp-Param-*` header (an
 /// `x-mcp-header` property at any depth). A call to a tool without one needs no check
 /// of its arguments against the headers.
@@ -391,6 +389,8 @@ pub fn has_param_annotations(input_schema: &Value) -> bool {
         })
 }
 
+/// `(x-mcp-header value, property path)` of every annotation reachable from `schema`
+/// through `properties` alone.
 fn collect_annotations(
     schema: &Value,
     path: &mut Vec<String>,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use reqwest::StatusCode;
+use hyper::StatusCode;
 use tokio::sync::mpsc;
 
 use super::handshake::error_chain;

@@ -7,7 +7,7 @@
 //! the `initialize` answer are logged and dropped (there is no client to give them to).
 
 use futures_util::StreamExt;
-use reqwest::header::HeaderValue;
+use hyper::header::HeaderValue;
 
 use super::wire::{self, BodyKind, Endpoint, SessionCtx};
 use crate::protocol::{methods, Kind, Message, RawId};
@@ -96,7 +96,7 @@ fn is_answer(m: &Message, init_id: &RawId, upstream: &str) -> bool {
     false
 }
 
-/// `reqwest` errors hide the cause (connection refused, ...) in their source chain.
+/// HTTP client errors hide the cause (connection refused, ...) in their source chain.
 pub(super) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = e.to_string();
     let mut source = e.source();

@@ -32,6 +32,7 @@
 //! HTTP-level failures of single POSTs (5xx, refused connection) do not end the
 //! session: the request gets a synthesized error and the next one tries again.
 
+pub(crate) mod client;
 mod dual;
 mod faces;
 mod get_stream;
@@ -58,6 +59,7 @@ use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTrans
 use crate::oauth::{Prepared, UpstreamAuth};
 use crate::protocol::Message;
 use crate::state::ids::UpstreamId;
+use client::HttpClient;
 use get_stream::GetStream;
 use post::{Post, Signal};
 use wire::{Endpoint, SessionCtx};
@@ -128,11 +130,7 @@ impl HttpUpstream {
         let UpstreamTransport::Http { url, headers } = self.config.transport() else {
             return Err("not a Streamable HTTP server".into());
         };
-        let client = reqwest::Client::builder()
-            .connect_timeout(CONNECT_TIMEOUT)
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        let client = |uri: &hyper::Uri| HttpClient::new(uri, CONNECT_TIMEOUT, POOL_IDLE_TIMEOUT);
         let mut endpoint =
             Endpoint::new(&self.config.name, &url, &headers, client, self.max_message)?;
         endpoint.auth = self.auth.clone();
@@ -301,7 +299,7 @@ impl HttpUpstream {
             return;
         }
         let name = &ctx.endpoint.name;
-        match tokio::time::timeout(STOP_GRACE, ctx.delete().send()).await {
+        match tokio::time::timeout(STOP_GRACE, ctx.endpoint.client.send(ctx.delete())).await {
             Ok(Ok(resp)) => {
                 tracing::debug!(upstream = %name, status = %resp.status(), "upstream session deleted")
             }
@@ -424,7 +422,7 @@ async fn probe_session(ctx: Arc<SessionCtx>, signals: mpsc::Sender<Signal>) {
         crate::protocol::methods::PING,
         None,
     );
-    let Ok(resp) = ctx.post(ping.to_bytes()).send().await else {
+    let Ok(resp) = ctx.endpoint.client.send(ctx.post(ping.to_bytes())).await else {
         return;
     };
     let status = resp.status();

@@ -159,7 +159,7 @@ impl Post {
     /// event id (SEP-1699).
     async fn stream(
         &self,
-        resp: reqwest::Response,
+        resp: super::client::Response,
         request_id: Option<RawId>,
         method: Option<String>,
     ) {
@@ -277,7 +277,7 @@ fn related(request_id: Option<&RawId>) -> Related {
 /// The error a 400 answer carries: the JSON-RPC error's message when the body is one
 /// (its `id` is usually null, so it is read as plain JSON), else the status. Bounded
 /// like every body.
-async fn error_body(resp: reqwest::Response, max: usize) -> String {
+async fn error_body(resp: super::client::Response, max: usize) -> String {
     let status = resp.status();
     let detail = wire::read_bounded(resp, max)
         .await

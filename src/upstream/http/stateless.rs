@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use futures_util::StreamExt;
-use reqwest::header::HeaderValue;
+use hyper::header::{HeaderName, HeaderValue};
 use serde_json::Value;
 use tokio::sync::{mpsc, Semaphore};
 use tokio::task::{AbortHandle, JoinSet};
@@ -29,8 +29,8 @@ use crate::upstream::stateless::{self, StatelessSession};
 use crate::upstream::{InitInfo, Related, UpstreamCmd};
 
 /// `Mcp-Method` / `Mcp-Name` (header names are case-insensitive).
-const HEADER_METHOD: &str = "mcp-method";
-const HEADER_NAME: &str = "mcp-name";
+const HEADER_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const HEADER_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
 /// A session context for modern requests: no session id, the modern version header.
 pub(super) fn stateless_ctx(endpoint: &Endpoint) -> SessionCtx {
@@ -115,7 +115,7 @@ fn post(
     ctx: &SessionCtx,
     msg: &Message,
     param_headers: &[(String, String)],
-) -> reqwest::RequestBuilder {
+) -> super::client::Request {
     let mut rb = ctx.post(msg.to_bytes());
     if let Some(m) = msg.method() {
         if let Ok(v) = HeaderValue::from_str(m) {
@@ -128,9 +128,9 @@ fn post(
         }
     }
     for (name, value) in param_headers {
-        let header = format!("mcp-param-{name}");
-        if let Ok(v) = HeaderValue::from_str(value) {
-            rb = rb.header(header, v);
+        let header = HeaderName::from_bytes(format!("mcp-param-{name}").as_bytes());
+        if let (Ok(h), Ok(v)) = (header, HeaderValue::from_str(value)) {
+            rb = rb.header(h, v);
         }
     }
     rb

@@ -14,8 +14,10 @@ use eventsource_stream::{Event, Eventsource};
 use futures_util::{Stream, StreamExt};
 use std::sync::Arc;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
-use reqwest::{Method, RequestBuilder, Response, StatusCode};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use hyper::{Method, StatusCode, Uri};
+
+use super::client::{HttpClient, Request, Response, SendError};
 
 use crate::oauth::UpstreamAuth;
 use crate::protocol::{code, Incoming, Message, RawId};
@@ -25,11 +27,11 @@ pub(super) const ACCEPT_POST: &str = "application/json, text/event-stream";
 /// `Accept` on the GET stream.
 pub(super) const ACCEPT_SSE: &str = "text/event-stream";
 /// The session header (header names are case-insensitive).
-pub(super) const HEADER_SESSION: &str = "mcp-session-id";
+pub(super) const HEADER_SESSION: HeaderName = HeaderName::from_static("mcp-session-id");
 /// The negotiated protocol version header (2025-06-18+, harmless before).
-pub(super) const HEADER_VERSION: &str = "mcp-protocol-version";
+pub(super) const HEADER_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 /// The SSE resumption header on the GET stream.
-pub(super) const HEADER_LAST_EVENT_ID: &str = "last-event-id";
+pub(super) const HEADER_LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
 
 /// What stays the same for the whole life of the actor: the client and the endpoint.
 #[derive(Debug, Clone)]
@@ -37,8 +39,8 @@ pub(super) struct Endpoint {
     /// The configured server name, for logs and synthesized errors.
     pub name: String,
     /// One pooled client for every request of every session.
-    pub client: reqwest::Client,
-    pub url: reqwest::Url,
+    pub client: HttpClient,
+    pub url: Uri,
     /// The configured `headers` (already `${ENV}`-expanded), sent on every request.
     pub headers: HeaderMap,
     /// `limits.max_message_bytes`: bound on a JSON body or one SSE event.
@@ -58,10 +60,17 @@ impl Endpoint {
         name: &str,
         url: &str,
         headers: &std::collections::BTreeMap<String, String>,
-        client: reqwest::Client,
+        client: impl FnOnce(&Uri) -> Result<HttpClient, String>,
         max_message: usize,
     ) -> Result<Endpoint, String> {
-        let url = reqwest::Url::parse(url).map_err(|e| format!("bad url `{url}`: {e}"))?;
+        let parsed = url::Url::parse(url).map_err(|e| format!("bad url `{url}`: {e}"))?;
+        if !matches!(parsed.scheme(), "http" | "https") {
+            return Err(format!("bad url `{url}`: the scheme must be http or https"));
+        }
+        let url: Uri = parsed
+            .as_str()
+            .parse()
+            .map_err(|e| format!("bad url `{url}`: {e}"))?;
         let mut map = HeaderMap::new();
         for (k, v) in headers {
             let name = HeaderName::from_bytes(k.as_bytes())
@@ -72,7 +81,7 @@ impl Endpoint {
         }
         Ok(Endpoint {
             name: name.to_owned(),
-            client,
+            client: client(&url)?,
             url,
             headers: map,
             max_message,
@@ -93,12 +102,12 @@ pub(super) struct SessionCtx {
 }
 
 impl SessionCtx {
-    fn request(&self, method: Method) -> RequestBuilder {
-        let mut rb = self
-            .endpoint
-            .client
-            .request(method, self.endpoint.url.clone())
-            .headers(self.endpoint.headers.clone());
+    fn request(&self, method: Method) -> Request {
+        let mut rb = Request::new(
+            method,
+            self.endpoint.url.clone(),
+            self.endpoint.headers.clone(),
+        );
         if let Some(s) = &self.session_id {
             rb = rb.header(HEADER_SESSION, s.clone());
         }
@@ -115,16 +124,18 @@ impl SessionCtx {
     }
 
     /// A POST of one serialized JSON-RPC message.
-    pub fn post(&self, body: Bytes) -> RequestBuilder {
+    pub fn post(&self, body: Bytes) -> Request {
         self.request(Method::POST)
-            .header(ACCEPT, ACCEPT_POST)
-            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, HeaderValue::from_static(ACCEPT_POST))
+            .header(CONTENT_TYPE, HeaderValue::from_static("application/json"))
             .body(body)
     }
 
     /// The GET stream, resuming after `last_event_id` when one was seen.
-    pub fn get(&self, last_event_id: Option<&str>) -> RequestBuilder {
-        let mut rb = self.request(Method::GET).header(ACCEPT, ACCEPT_SSE);
+    pub fn get(&self, last_event_id: Option<&str>) -> Request {
+        let mut rb = self
+            .request(Method::GET)
+            .header(ACCEPT, HeaderValue::from_static(ACCEPT_SSE));
         if let Some(id) = last_event_id.and_then(|i| HeaderValue::from_str(i).ok()) {
             rb = rb.header(HEADER_LAST_EVENT_ID, id);
         }
@@ -132,7 +143,7 @@ impl SessionCtx {
     }
 
     /// The session-ending DELETE.
-    pub fn delete(&self) -> RequestBuilder {
+    pub fn delete(&self) -> Request {
         self.request(Method::DELETE)
     }
 
@@ -163,8 +174,8 @@ impl SessionCtx {
 ///
 /// # Errors
 /// The request could not be sent.
-pub(super) async fn send(endpoint: &Endpoint, rb: RequestBuilder) -> reqwest::Result<Response> {
-    let resp = rb.send().await?;
+pub(super) async fn send(endpoint: &Endpoint, req: Request) -> Result<Response, SendError> {
+    let resp = endpoint.client.send(req).await?;
     if let Some(auth) = &endpoint.auth {
         auth.observe(resp.status(), resp.headers());
     }
@@ -223,7 +234,7 @@ pub(super) async fn read_json(
 /// its response as newline-delimited JSON, and a listen's notifications the same way,
 /// on a chunked body that stays open). Each text is bounded by `max` bytes.
 pub(super) struct JsonTexts {
-    chunks: Pin<Box<dyn Stream<Item = reqwest::Result<Bytes>> + Send>>,
+    chunks: Chunks,
     buf: BytesMut,
     max: usize,
     upstream: String,
@@ -233,7 +244,7 @@ pub(super) struct JsonTexts {
 impl JsonTexts {
     pub(super) fn new(resp: Response, max: usize, upstream: &str) -> Self {
         JsonTexts {
-            chunks: Box::pin(resp.bytes_stream()),
+            chunks: chunks(resp),
             buf: BytesMut::new(),
             max,
             upstream: upstream.to_owned(),
@@ -319,13 +330,20 @@ fn next_text(buf: &[u8]) -> Result<Option<(&[u8], usize)>, serde_json::Error> {
     }
 }
 
+/// The data of a response body as it arrives (trailers are skipped).
+type Chunks = Pin<Box<dyn Stream<Item = Result<Bytes, super::client::BoxError>> + Send>>;
+
+fn chunks(resp: Response) -> Chunks {
+    Box::pin(http_body_util::BodyDataStream::new(resp.into_body()))
+}
+
 /// Reads a whole body of at most `max` bytes.
 ///
 /// # Errors
 /// The body is too long or the connection failed.
 pub(super) async fn read_bounded(resp: Response, max: usize) -> Result<BytesMut, String> {
     let mut body = BytesMut::new();
-    let mut chunks = resp.bytes_stream();
+    let mut chunks = chunks(resp);
     while let Some(chunk) = chunks.next().await {
         let chunk = chunk.map_err(|e| format!("reading the response failed: {e}"))?;
         if body.len() + chunk.len() > max {
@@ -376,7 +394,7 @@ pub(super) type Events = Pin<Box<dyn Stream<Item = Result<Event, String>> + Send
 /// stream with an error instead of growing the parser's buffer without bound.
 pub(super) fn sse_events(resp: Response, max: usize) -> Events {
     let mut guard = EventSizeGuard::new(max);
-    let bytes = resp.bytes_stream().map(move |chunk| match chunk {
+    let bytes = chunks(resp).map(move |chunk| match chunk {
         Ok(c) => guard.check(&c).map(|()| c),
         Err(e) => Err(SseError(format!("reading the stream failed: {e}"))),
     });

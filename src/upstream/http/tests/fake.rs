@@ -80,6 +80,15 @@ struct Inner {
     seen: mpsc::UnboundedSender<Seen>,
 }
 
+/// `/moved`: a 307 to `/mcp`, whatever the method.
+async fn moved() -> Response {
+    Response::builder()
+        .status(StatusCode::TEMPORARY_REDIRECT)
+        .header("location", "/mcp")
+        .body(Body::empty())
+        .unwrap()
+}
+
 /// The test's handle on the fake.
 #[derive(Clone)]
 pub(crate) struct Fake {
@@ -103,6 +112,8 @@ impl Fake {
         }));
         let app = Router::new()
             .route("/mcp", any(handle))
+            // A moved endpoint, as servers mounted under a trailing slash answer.
+            .route("/moved", any(moved))
             .with_state(inner.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();

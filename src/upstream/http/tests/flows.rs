@@ -286,3 +286,54 @@ async fn a_400_fails_only_its_request_and_keeps_the_session() {
     assert!(seen.iter().all(|s| s.rpc_method() != Some("initialize")));
     assert_eq!(seen.last().unwrap().header("mcp-session-id"), Some("s1"));
 }
+
+#[tokio::test]
+async fn a_307_is_followed_with_the_same_post_and_headers() {
+    let (mut fake, seen) = super::fake::Fake::start(Script::default()).await;
+    fake.url = fake.url.replace("/mcp", "/moved");
+    let mut h = Harness::start_at(fake, seen, super::restart());
+    let info = h.ready().await;
+    assert_eq!(info.protocol_version, "2025-06-18");
+    let seen = h.seen_until(|s| s.method == Method::GET).await;
+    let init = &seen[0];
+    assert_eq!(init.rpc_method(), Some("initialize"));
+    assert_eq!(init.header(CONFIGURED.0), Some(CONFIGURED.1));
+    h.send(r#"{"jsonrpc":"2.0","id":7,"method":"echo","params":{"x":1}}"#);
+    let m = h.message().await;
+    assert_eq!(echo_of(&m), json!({"x": 1}));
+}
+
+#[tokio::test]
+async fn an_upstream_behind_a_proxy_is_reached_through_it() {
+    use crate::upstream::http::client::{HttpClient, Request};
+    use hyper_util::client::proxy::matcher::Matcher;
+    let (fake, mut seen) = super::fake::Fake::start(Script::default()).await;
+    let proxy = fake.url.trim_end_matches("/mcp").to_owned();
+    let proxies = Matcher::builder().http(proxy).build();
+    // A host that does not resolve: only the proxy can reach it.
+    let url: hyper::Uri = "http://mcp.invalid/mcp".parse().unwrap();
+    let secs = std::time::Duration::from_secs(5);
+    let client = HttpClient::with_proxies(&proxies, &url, secs, secs).unwrap();
+    assert!(matches!(client, HttpClient::Proxied(_)), "{client:?}");
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#;
+    let req = Request::new(hyper::Method::POST, url, Default::default())
+        .header(
+            hyper::header::ACCEPT,
+            hyper::header::HeaderValue::from_static("application/json, text/event-stream"),
+        )
+        .header(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("application/json"),
+        )
+        .body(bytes::Bytes::from_static(body.as_bytes()));
+    let resp = client.send(req).await.expect("sent through the proxy");
+    assert_eq!(resp.status(), 200);
+    let s = seen.recv().await.unwrap();
+    assert_eq!(s.rpc_method(), Some("initialize"));
+    assert_eq!(s.header("host"), Some("mcp.invalid"));
+    // Without a proxy for it, the same URL is reached directly.
+    let none = Matcher::builder().build();
+    let url: hyper::Uri = "http://mcp.invalid/mcp".parse().unwrap();
+    let direct = HttpClient::with_proxies(&none, &url, secs, secs).unwrap();
+    assert!(matches!(direct, HttpClient::Direct(_)), "{direct:?}");
+}

@@ -55,31 +55,39 @@ pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>)
     let Ok(mut msg) = Message::parse(&bytes) else {
         return bytes;
     };
-    let (member, raw) = match (msg.result(), msg.error()) {
-        (Some(r), _) => ("result", r.get()),
-        (None, Some(e)) => ("error", e.get()),
-        (None, None) => return bytes,
-    };
-    let Ok(mut v) = serde_json::from_str::<Value>(raw) else {
-        return bytes;
-    };
-    if member == "result" {
-        let Some(result) = v.as_object_mut() else {
+    if let Some(result) = msg.result() {
+        // Only the result's top-level members are read: its content stays unparsed.
+        let Ok(mut members) = serde_json::from_str::<Members>(result.get()) else {
             return bytes;
         };
-        let typed = result.contains_key("resultType");
-        if typed && (hints.is_none() || result.contains_key("ttlMs")) {
+        let typed = members.contains_key("resultType");
+        let hinted = members.contains_key("ttlMs");
+        if typed && (hints.is_none() || hinted) {
             return bytes;
         }
-        result
-            .entry("resultType")
-            .or_insert_with(|| json!("complete"));
-        if let Some(h) = hints {
-            if v.get("ttlMs").is_none() {
-                h.set_on(&mut v);
-            }
+        if !typed {
+            members.insert("resultType".into(), raw_json(&json!("complete")));
         }
-    } else if v["code"] == json!(code::RESOURCE_NOT_FOUND)
+        if let (Some(h), false) = (hints, hinted) {
+            members.insert("ttlMs".into(), raw_json(&json!(h.ttl_ms)));
+            let scope = if h.private { "private" } else { "public" };
+            members.insert("cacheScope".into(), raw_json(&json!(scope)));
+        }
+        return match serde_json::value::to_raw_value(&members) {
+            Ok(raw) => {
+                msg.set_member("result", raw);
+                msg.to_bytes()
+            }
+            Err(_) => bytes,
+        };
+    }
+    let Some(error) = msg.error() else {
+        return bytes;
+    };
+    let Ok(mut v) = serde_json::from_str::<Value>(error.get()) else {
+        return bytes;
+    };
+    if v["code"] == json!(code::RESOURCE_NOT_FOUND)
         || (read_uri.is_some() && v["code"] == json!(code::INVALID_PARAMS))
     {
         // A read's "not found" (legacy servers answer -32002, or -32602 as the
@@ -98,11 +106,19 @@ pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>)
     }
     match serde_json::value::RawValue::from_string(v.to_string()) {
         Ok(raw) => {
-            msg.set_member(member, raw);
+            msg.set_member("error", raw);
             msg.to_bytes()
         }
         Err(_) => bytes,
     }
+}
+
+/// A result's top-level members, each kept as its JSON text (in key order, as a
+/// `serde_json::Value` object would write them).
+type Members = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
+
+fn raw_json(v: &Value) -> Box<serde_json::value::RawValue> {
+    serde_json::value::to_raw_value(v).expect("a JSON value encodes")
 }
 
 /// A shared update as one listen stream writes it: tagged with the stream's
@@ -182,6 +198,26 @@ mod tests {
         );
         assert_eq!(v["result"]["resultType"], "complete");
         assert!(v["result"].get("ttlMs").is_none());
+    }
+
+    #[test]
+    fn a_results_content_is_kept_as_it_was_written() {
+        // Already typed, no hints to add: the very same bytes.
+        let typed = Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"text":"\u00e9 x"}]}}"#,
+        );
+        assert_eq!(response(typed.clone(), None, None), typed);
+        // Typed here: the other members keep their text, escapes and spacing included.
+        let out = response(
+            Bytes::from_static(
+                br#"{"jsonrpc":"2.0","id":1,"result":{"content":[ {"text":"\u00e9"} ]}}"#,
+            ),
+            None,
+            None,
+        );
+        let text = std::str::from_utf8(&out).unwrap();
+        assert!(text.contains(r#"[ {"text":"\u00e9"} ]"#), "{text}");
+        assert!(text.contains(r#""resultType":"complete""#), "{text}");
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub(crate) mod listen;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
@@ -171,13 +172,17 @@ impl StatelessSession {
                 Related::Nothing,
             )),
             _ => {
-                let params = self.envelope(&mut msg, ctx);
+                self.envelope(&mut msg, ctx);
                 let bridge = ctx.is_some_and(|c| c.bridge_input)
                     && matches!(
                         method.as_str(),
                         methods::TOOLS_CALL | methods::RESOURCES_READ | "prompts/get"
                     );
                 if bridge {
+                    let params = msg
+                        .params()
+                        .and_then(|p| serde_json::from_str(p.get()).ok())
+                        .unwrap_or_else(|| json!({}));
                     self.bridges.track(&id, &method, params);
                 }
                 out.push(Action::Send {
@@ -204,13 +209,9 @@ impl StatelessSession {
         out.push(Action::Stop(wire));
     }
 
-    /// Writes the era's `_meta` into a request; returns the params as sent.
-    fn envelope(&self, msg: &mut Message, ctx: Option<&RequestCtx>) -> Value {
-        let mut params: Value = msg
-            .params()
-            .and_then(|p| serde_json::from_str(p.get()).ok())
-            .filter(Value::is_object)
-            .unwrap_or_else(|| json!({}));
+    /// Writes the era's `_meta` into a request. Only the top level of its params and of
+    /// their `_meta` is read: the arguments pass on as the client wrote them.
+    fn envelope(&self, msg: &mut Message, ctx: Option<&RequestCtx>) {
         let caps = ctx.map_or(&self.capabilities, |c| &c.client_capabilities);
         // A client's request carries that client's level only (none: no logs for it);
         // mcpmux's own requests carry the level the legacy clients set.
@@ -218,9 +219,8 @@ impl StatelessSession {
             Some(c) => c.log_level.as_deref(),
             None => self.log_level.as_deref(),
         };
-        envelope_params(&mut params, caps, level);
-        msg.set_params(&params);
-        params
+        let params = envelope_raw(msg.params().map(|p| p.get()), caps, level);
+        msg.set_member("params", params);
     }
 
     /// A message from the server (`related` as the transport knows it).
@@ -385,6 +385,40 @@ fn envelope_params(params: &mut Value, capabilities: &Value, log_level: Option<&
         Some(l) => m.insert(meta::LOG_LEVEL.into(), json!(l)),
         None => m.remove(meta::LOG_LEVEL),
     };
+}
+
+/// Top-level members of a JSON object, each kept as its text.
+type Members = std::collections::BTreeMap<String, Box<RawValue>>;
+
+/// `params` (text; a non-object counts as `{}`) with the era's keys set in its `_meta`
+/// as [`envelope_params`] sets them, every other member kept as its text.
+fn envelope_raw(
+    params: Option<&str>,
+    capabilities: &Value,
+    log_level: Option<&str>,
+) -> Box<RawValue> {
+    let members = |text: Option<&str>| {
+        text.and_then(|t| serde_json::from_str::<Members>(t).ok())
+            .unwrap_or_default()
+    };
+    let mut params = members(params);
+    let mut m = members(params.get("_meta").map(|r| r.get()));
+    let raw = |v: &Value| serde_json::value::to_raw_value(v).expect("a JSON value encodes");
+    m.insert(meta::PROTOCOL_VERSION.into(), raw(&json!(MODERN_VERSION)));
+    m.insert(meta::CLIENT_CAPABILITIES.into(), raw(capabilities));
+    m.insert(
+        meta::CLIENT_INFO.into(),
+        raw(&json!({"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")})),
+    );
+    match log_level {
+        Some(l) => m.insert(meta::LOG_LEVEL.into(), raw(&json!(l))),
+        None => m.remove(meta::LOG_LEVEL),
+    };
+    params.insert(
+        "_meta".into(),
+        serde_json::value::to_raw_value(&m).expect("encodes"),
+    );
+    serde_json::value::to_raw_value(&params).expect("encodes")
 }
 
 /// Removes `_meta[subscriptionId]` from a notification (mcpmux's own listen's tag,

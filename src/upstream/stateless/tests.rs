@@ -234,3 +234,29 @@ fn cancel_stops_the_request_and_a_version_refusal_restarts() {
         "the request still gets its answer"
     );
 }
+
+#[test]
+fn the_envelope_sets_the_eras_keys_and_keeps_the_rest_as_written() {
+    let params = r#"{"name":"echo","arguments":{"t":"\u00e9",  "n":1.50},"_meta":{"progressToken":7,"io.modelcontextprotocol/logLevel":"debug","io.modelcontextprotocol/protocolVersion":"x"}}"#;
+    let caps = json!({"sampling": {}});
+    let out = super::envelope_raw(Some(params), &caps, None);
+    let text = out.get();
+    // The arguments pass on byte for byte.
+    assert!(text.contains(r#"{"t":"\u00e9",  "n":1.50}"#), "{text}");
+    let v: Value = serde_json::from_str(text).unwrap();
+    let m = &v["_meta"];
+    assert_eq!(m["progressToken"], 7);
+    assert_eq!(m["io.modelcontextprotocol/protocolVersion"], "2026-07-28");
+    assert_eq!(m["io.modelcontextprotocol/clientCapabilities"], caps);
+    assert_eq!(m["io.modelcontextprotocol/clientInfo"]["name"], "mcpmux");
+    assert!(m.get("io.modelcontextprotocol/logLevel").is_none());
+    // Params that are not an object, or a `_meta` that is not one, start empty.
+    let v: Value =
+        serde_json::from_str(super::envelope_raw(Some("[1]"), &caps, Some("info")).get()).unwrap();
+    assert_eq!(v["_meta"]["io.modelcontextprotocol/logLevel"], "info");
+    assert_eq!(v.as_object().unwrap().len(), 1);
+    let v: Value =
+        serde_json::from_str(super::envelope_raw(Some(r#"{"_meta":5}"#), &caps, None).get())
+            .unwrap();
+    assert!(v["_meta"].is_object());
+}

@@ -408,6 +408,25 @@ async fn a_legacy_servers_sampling_request_reaches_a_modern_client_as_input_requ
     // The same state again: already used.
     let r = post_json(&m, &retry(4, &state)).await;
     assert_eq!(r["error"]["code"], -32602, "{r}");
+    // Also when the member's name is spelled with an escape: still read as a retry.
+    let text = retry(5, &state)
+        .to_string()
+        .replace("\"requestState\"", "\"request\\u0053tate\"");
+    assert!(text.contains("u0053"), "{text}");
+    let resp = m
+        .http
+        .post(&m.url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "sample")
+        .body(text)
+        .send()
+        .await
+        .unwrap();
+    let r: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
+    assert_eq!(r["error"]["code"], -32602, "{r}");
 
     // The server's request got exactly one answer, and nothing is left waiting.
     let mut watcher = HttpClient::connect(&d.url, json!({})).await;

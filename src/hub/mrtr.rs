@@ -228,6 +228,12 @@ impl Hub {
     /// and hands the parked request over to this retry. Returns `false` when the
     /// request carries no state (a plain request).
     pub(super) fn on_mrtr_retry(&mut self, client: ClientId, id: &RawId, msg: &Message) -> bool {
+        // Most requests are no retry: params whose text neither names `requestState`
+        // nor has an escape (which could spell it) are not parsed.
+        let text = msg.params().map_or("", |p| p.get());
+        if !text.contains("requestState") && !text.contains('\\') {
+            return false;
+        }
         let params: Value = msg
             .params()
             .and_then(|p| serde_json::from_str(p.get()).ok())

@@ -135,6 +135,10 @@ pub struct UpstreamNaming {
 /// Exposed name → (upstream, upstream's own name), for one view and kind.
 type RouteTable = HashMap<String, (UpstreamId, String)>;
 
+/// An upstream's own name → where its item is (its page's cursor, its index there);
+/// the first in page order, as a scan of the pages finds it.
+type ItemIndex = HashMap<String, (Option<String>, usize)>;
+
 #[derive(Debug)]
 pub struct Catalog {
     naming: Vec<UpstreamNaming>,
@@ -144,6 +148,9 @@ pub struct Catalog {
     views: Vec<Option<ViewSpec>>,
     /// Routes per (view, kind); within a view the first server wins a name.
     routes: HashMap<(ViewId, ListKind), RouteTable>,
+    /// Items by own name per (upstream, kind): a tool's definition is found without a
+    /// scan of its list, however long.
+    index: HashMap<(UpstreamId, ListKind), ItemIndex>,
 }
 
 impl Default for Catalog {
@@ -153,6 +160,7 @@ impl Default for Catalog {
             pages: HashMap::new(),
             views: vec![Some(ViewSpec::everything())],
             routes: HashMap::new(),
+            index: HashMap::new(),
         }
     }
 }
@@ -231,10 +239,19 @@ impl Catalog {
         cursor: Option<String>,
         page: Page,
     ) -> Vec<String> {
-        self.pages
-            .entry((u, kind))
-            .or_default()
-            .insert(cursor, page);
+        let pages = self.pages.entry((u, kind)).or_default();
+        pages.insert(cursor, page);
+        let mut index = ItemIndex::new();
+        for (cursor, page) in pages.iter() {
+            for (i, item) in page.items.iter().enumerate() {
+                if let Some(own) = item[kind.name_key()].as_str() {
+                    index
+                        .entry(own.to_owned())
+                        .or_insert_with(|| (cursor.clone(), i));
+                }
+            }
+        }
+        self.index.insert((u, kind), index);
         self.rebuild(kind)
     }
 
@@ -262,6 +279,7 @@ impl Catalog {
 
     /// Drops what is known of an upstream's list (list_changed, restart, down).
     pub fn forget(&mut self, u: UpstreamId, kind: ListKind) {
+        self.index.remove(&(u, kind));
         if self.pages.remove(&(u, kind)).is_some() {
             self.rebuild(kind);
         }
@@ -458,11 +476,8 @@ impl Catalog {
 
     /// The list item upstream `u` gave for its own name `own`, when its list is known.
     pub fn own_item(&self, u: UpstreamId, kind: ListKind, own: &str) -> Option<&Value> {
-        self.pages
-            .get(&(u, kind))?
-            .values()
-            .flat_map(|p| p.items.iter())
-            .find(|i| i[kind.name_key()].as_str() == Some(own))
+        let (cursor, i) = self.index.get(&(u, kind))?.get(own)?;
+        self.pages.get(&(u, kind))?.get(cursor)?.items.get(*i)
     }
 
     /// The exposed form of an upstream's URI (for updates and list items).

@@ -294,3 +294,29 @@ fn a_tool_with_invalid_x_mcp_header_annotations_is_neither_listed_nor_routed() {
         Some((A, "good".into()))
     );
 }
+
+#[test]
+fn items_are_found_by_own_name_across_pages_first_one_winning() {
+    let mut c = Catalog::new(naming(&[None]));
+    let mut first = tools(&["a", "dup"]);
+    first.next = Some("p2".into());
+    c.record(A, ListKind::Tools, None, first);
+    assert_eq!(c.own_item(A, ListKind::Tools, "z"), None);
+    let mut second = tools(&["z", "dup"]);
+    second.items[1]["inputSchema"] = json!({"second": true});
+    c.record(A, ListKind::Tools, Some("p2".into()), second);
+    assert_eq!(c.own_item(A, ListKind::Tools, "z").unwrap()["name"], "z");
+    // The first page's `dup`, as a scan in page order finds it.
+    assert_eq!(
+        c.own_item(A, ListKind::Tools, "dup").unwrap()["inputSchema"],
+        json!({})
+    );
+    assert_eq!(c.item(V, ListKind::Tools, "z").unwrap()["name"], "z");
+    // A page fetched again replaces what it had.
+    c.record(A, ListKind::Tools, Some("p2".into()), tools(&["y"]));
+    assert_eq!(c.own_item(A, ListKind::Tools, "z"), None);
+    assert!(c.own_item(A, ListKind::Tools, "y").is_some());
+    assert_eq!(c.own_item(A, ListKind::Prompts, "y"), None);
+    c.forget(A, ListKind::Tools);
+    assert_eq!(c.own_item(A, ListKind::Tools, "a"), None);
+}

@@ -331,7 +331,14 @@ async fn an_upstream_behind_a_proxy_is_reached_through_it() {
     let s = seen.recv().await.unwrap();
     assert_eq!(s.rpc_method(), Some("initialize"));
     assert_eq!(s.header("host"), Some("mcp.invalid"));
-    // Without a proxy for it, the same URL is reached directly.
+    // A proxy whose exceptions (`NO_PROXY`) name the host, or no proxy at all: direct.
+    let excepted = Matcher::builder()
+        .http("http://127.0.0.1:9")
+        .no("mcp.invalid")
+        .build();
+    let url: hyper::Uri = "http://mcp.invalid/mcp".parse().unwrap();
+    let direct = HttpClient::with_proxies(&excepted, &url, secs, secs).unwrap();
+    assert!(matches!(direct, HttpClient::Direct(_)), "{direct:?}");
     let none = Matcher::builder().build();
     let url: hyper::Uri = "http://mcp.invalid/mcp".parse().unwrap();
     let direct = HttpClient::with_proxies(&none, &url, secs, secs).unwrap();

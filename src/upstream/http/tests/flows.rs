@@ -344,3 +344,24 @@ async fn an_upstream_behind_a_proxy_is_reached_through_it() {
     let direct = HttpClient::with_proxies(&none, &url, secs, secs).unwrap();
     assert!(matches!(direct, HttpClient::Direct(_)), "{direct:?}");
 }
+
+#[tokio::test]
+async fn an_https_url_is_spoken_to_in_tls_only() {
+    use crate::upstream::http::client::{HttpClient, Request};
+    use hyper_util::client::proxy::matcher::Matcher;
+    // The fake speaks plain HTTP: a TLS client must fail its handshake there, never
+    // fall back to sending the request in the clear.
+    let (fake, mut seen) = super::fake::Fake::start(Script::default()).await;
+    let url: hyper::Uri = fake.url.replace("http://", "https://").parse().unwrap();
+    let secs = std::time::Duration::from_secs(5);
+    let client = HttpClient::with_proxies(&Matcher::builder().build(), &url, secs, secs).unwrap();
+    let req = Request::new(hyper::Method::POST, url, Default::default())
+        .body(bytes::Bytes::from_static(b"{}"));
+    let err = client.send(req).await.expect_err("no TLS server there");
+    let text = super::super::handshake::error_chain(&err);
+    assert!(text.contains("error sending request"), "{text}");
+    assert!(
+        seen.try_recv().is_err(),
+        "a request reached the plain server"
+    );
+}

@@ -154,6 +154,17 @@ fn key(name: &str) -> Key {
     }
 }
 
+/// The top-level members of a JSON object, each kept as its text (sorted by name, as a
+/// `serde_json::Value` object writes them): read and rewrite one level of a message
+/// part without parsing what lies below.
+pub type RawMembers = std::collections::BTreeMap<String, Box<RawValue>>;
+
+/// `v` as JSON text.
+#[must_use]
+pub fn raw_json(v: &serde_json::Value) -> Box<RawValue> {
+    serde_json::value::to_raw_value(v).expect("a JSON value encodes")
+}
+
 struct Members(Vec<(Key, Box<RawValue>)>);
 
 impl<'de> Deserialize<'de> for Members {

@@ -13,6 +13,7 @@
 use bytes::Bytes;
 use serde_json::{json, Value};
 
+use super::message::{raw_json, RawMembers};
 use super::{code, Message};
 
 /// How long, and by whom, a result may be reused: the smallest TTL of the upstreams
@@ -57,7 +58,7 @@ pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>)
     };
     if let Some(result) = msg.result() {
         // Only the result's top-level members are read: its content stays unparsed.
-        let Ok(mut members) = serde_json::from_str::<Members>(result.get()) else {
+        let Ok(mut members) = serde_json::from_str::<RawMembers>(result.get()) else {
             return bytes;
         };
         let typed = members.contains_key("resultType");
@@ -111,14 +112,6 @@ pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>)
         }
         Err(_) => bytes,
     }
-}
-
-/// A result's top-level members, each kept as its JSON text (in key order, as a
-/// `serde_json::Value` object would write them).
-type Members = std::collections::BTreeMap<String, Box<serde_json::value::RawValue>>;
-
-fn raw_json(v: &Value) -> Box<serde_json::value::RawValue> {
-    serde_json::value::to_raw_value(v).expect("a JSON value encodes")
 }
 
 /// A shared update as one listen stream writes it: tagged with the stream's

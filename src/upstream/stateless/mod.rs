@@ -25,6 +25,7 @@ use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
 use crate::protocol::listen::ListenFilter;
+use crate::protocol::message::{raw_json, RawMembers};
 use crate::protocol::stateless::{code as modern_code, meta, MODERN_VERSION};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 use crate::upstream::Related;
@@ -309,11 +310,15 @@ impl StatelessSession {
         for a in acts {
             match a {
                 ListenAction::Open { id, filter } => {
-                    let mut params = json!({ "notifications": filter });
-                    envelope_params(&mut params, &self.capabilities, None);
+                    let asked = json!({ "notifications": filter }).to_string();
+                    let mut msg = Message::request(&id, methods::SUBSCRIPTIONS_LISTEN, None);
+                    msg.set_member(
+                        "params",
+                        envelope_raw(Some(&asked), &self.capabilities, None),
+                    );
                     tracing::debug!(upstream = %self.name, listen = %id, "opening the upstream listen");
                     out.push(Action::Send {
-                        msg: Message::request(&id, methods::SUBSCRIPTIONS_LISTEN, Some(&params)),
+                        msg,
                         listen: true,
                         param_headers: Vec::new(),
                     });
@@ -360,58 +365,34 @@ impl StatelessSession {
 
 /// The params of a `server/discover` probe (or any request mcpmux makes itself).
 pub(crate) fn discover_params(capabilities: &Value) -> Value {
-    let mut params = json!({});
-    envelope_params(&mut params, capabilities, None);
-    params
+    serde_json::from_str(envelope_raw(None, capabilities, None).get()).expect("JSON text")
 }
-
-/// Sets the era's keys in `params._meta`, keeping every other `_meta` member.
-fn envelope_params(params: &mut Value, capabilities: &Value, log_level: Option<&str>) {
-    let Some(obj) = params.as_object_mut() else {
-        return;
-    };
-    let meta_entry = obj.entry("_meta").or_insert_with(|| json!({}));
-    if !meta_entry.is_object() {
-        *meta_entry = json!({});
-    }
-    let m = meta_entry.as_object_mut().expect("an object");
-    m.insert(meta::PROTOCOL_VERSION.into(), json!(MODERN_VERSION));
-    m.insert(meta::CLIENT_CAPABILITIES.into(), capabilities.clone());
-    m.insert(
-        meta::CLIENT_INFO.into(),
-        json!({"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")}),
-    );
-    match log_level {
-        Some(l) => m.insert(meta::LOG_LEVEL.into(), json!(l)),
-        None => m.remove(meta::LOG_LEVEL),
-    };
-}
-
-/// Top-level members of a JSON object, each kept as its text.
-type Members = std::collections::BTreeMap<String, Box<RawValue>>;
 
 /// `params` (text; a non-object counts as `{}`) with the era's keys set in its `_meta`
-/// as [`envelope_params`] sets them, every other member kept as its text.
+/// (a `_meta` that is not an object is replaced), every other member of both kept as
+/// its text.
 fn envelope_raw(
     params: Option<&str>,
     capabilities: &Value,
     log_level: Option<&str>,
 ) -> Box<RawValue> {
     let members = |text: Option<&str>| {
-        text.and_then(|t| serde_json::from_str::<Members>(t).ok())
+        text.and_then(|t| serde_json::from_str::<RawMembers>(t).ok())
             .unwrap_or_default()
     };
     let mut params = members(params);
     let mut m = members(params.get("_meta").map(|r| r.get()));
-    let raw = |v: &Value| serde_json::value::to_raw_value(v).expect("a JSON value encodes");
-    m.insert(meta::PROTOCOL_VERSION.into(), raw(&json!(MODERN_VERSION)));
-    m.insert(meta::CLIENT_CAPABILITIES.into(), raw(capabilities));
+    m.insert(
+        meta::PROTOCOL_VERSION.into(),
+        raw_json(&json!(MODERN_VERSION)),
+    );
+    m.insert(meta::CLIENT_CAPABILITIES.into(), raw_json(capabilities));
     m.insert(
         meta::CLIENT_INFO.into(),
-        raw(&json!({"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")})),
+        raw_json(&json!({"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")})),
     );
     match log_level {
-        Some(l) => m.insert(meta::LOG_LEVEL.into(), raw(&json!(l))),
+        Some(l) => m.insert(meta::LOG_LEVEL.into(), raw_json(&json!(l))),
         None => m.remove(meta::LOG_LEVEL),
     };
     params.insert(

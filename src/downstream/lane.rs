@@ -1,5 +1,5 @@
 //! A lean bounded queue from many senders to one receiver: the command queue of an
-//! HTTP session and the chunk queue of each of its open streams (docs/architecture.md,
+//! HTTP session and the chunk queue of each of its POST streams (docs/architecture.md,
 //! "Streamable HTTP": memory per session).
 //!
 //! Owns: the queue, its bound, and the wake-ups between its ends. Never: grows past its
@@ -149,11 +149,6 @@ impl<T> Sender<T> {
             .await;
     }
 
-    /// Resolves when the receiver is gone.
-    pub(crate) async fn closed(&self) {
-        self.wait_for(|s| !s.receiver).await;
-    }
-
     async fn wait_for(&self, ready: impl Fn(&LaneState<T>) -> bool) {
         loop {
             let notified = self.shared.to_senders.notified();
@@ -278,15 +273,12 @@ mod tests {
     async fn dropping_the_receiver_closes_and_wakes_senders() {
         let (tx, rx) = channel::<u8>(1);
         tx.try_send(1).unwrap();
-        let tx2 = tx.clone();
-        let closed = tokio::spawn(async move { tx2.closed().await });
         let full = {
             let tx = tx.clone();
             tokio::spawn(async move { tx.send(2).await })
         };
         tokio::task::yield_now().await;
         drop(rx);
-        tokio::time::timeout(WAIT, closed).await.unwrap().unwrap();
         let refused = tokio::time::timeout(WAIT, full).await.unwrap().unwrap();
         assert_eq!(refused, Err(2));
         assert_eq!(tx.try_send(3), Err(TrySendError::Closed(3)));

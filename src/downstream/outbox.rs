@@ -294,6 +294,8 @@ pub struct Outbox {
     notify: Notify,
     /// The waker of a writer that polls ([`Outbox::poll_ready`]) instead of awaiting.
     waker: AtomicWaker,
+    /// The waker of a watcher of the close alone ([`Outbox::poll_closed`]).
+    close_waker: AtomicWaker,
     /// The transport the client uses (`http`, `stdio`), for the operator's view.
     transport: &'static str,
 }
@@ -309,6 +311,7 @@ impl Outbox {
             state: Mutex::new(OutboxState::new(cap)),
             notify: Notify::new(),
             waker: AtomicWaker::new(),
+            close_waker: AtomicWaker::new(),
             transport,
         })
     }
@@ -342,8 +345,11 @@ impl Outbox {
             let was_empty = s.is_empty();
             (s.push(msg), was_empty)
         };
-        let wake = was_empty || matches!(r, Pushed::Closed(_));
-        (r, wake)
+        let closed = matches!(r, Pushed::Closed(_));
+        if closed {
+            self.close_waker.wake();
+        }
+        (r, was_empty || closed)
     }
 
     /// Wakes the writer (see [`Outbox::push_deferred`]).
@@ -360,7 +366,20 @@ impl Outbox {
                 s.close(reason);
             }
         }
+        self.close_waker.wake();
         self.wake();
+    }
+
+    /// `Ready` once the outbox is closed; otherwise `cx` is woken by the close (and by
+    /// nothing else: a watcher that leaves the draining to another party is not woken
+    /// per message).
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.close_waker.register(cx.waker());
+        if self.lock().closed().is_some() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
     }
 
     /// Waits until something may be pending or the outbox was closed.

@@ -388,12 +388,13 @@ async fn get(app: Arc<App>, headers: &HeaderMap, view: ViewId) -> Response {
     }
     match acked.await {
         Err(_) => session_not_found(),
-        Ok(false) => error(
+        Ok(session::GetAck::Refused) => error(
             StatusCode::BAD_REQUEST,
             code::INVALID_REQUEST,
             "Last-Event-ID names a stream this session no longer keeps: it cannot be resumed",
         ),
-        Ok(true) => sse_response(rx),
+        Ok(session::GetAck::Resumed) => sse_response(rx),
+        Ok(session::GetAck::Stream(body)) => sse_response_with(Body::new(body)),
     }
 }
 

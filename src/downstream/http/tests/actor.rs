@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::downstream::lane;
+use http_body::Body;
 
 /// Starts a bare session actor (no HTTP) on the fake hub.
 fn actor(outbox_cap: usize) -> (lane::Sender<SessionCmd>, Arc<Outbox>, Closed) {
@@ -30,6 +31,42 @@ fn outbound(kind: OutKind, related: Option<u64>, text: &str) -> Outbound {
     )
 }
 
+/// Attaches a plain GET stream; its body, which drains the outbox when polled.
+async fn attach_get(
+    cmd: &lane::Sender<SessionCmd>,
+) -> impl Body<Data = bytes::Bytes, Error = std::convert::Infallible> + Unpin {
+    let (tx, _unused) = lane::channel(1);
+    let (ack, acked) = tokio::sync::oneshot::channel();
+    cmd.send(SessionCmd::Get {
+        last_event_id: None,
+        tx,
+        ack,
+    })
+    .await
+    .unwrap();
+    match acked.await.unwrap() {
+        session::GetAck::Stream(body) => body,
+        other => panic!("a plain GET got {other:?}"),
+    }
+}
+
+/// The next chunk of events of a GET body (keep-alive comments aside); `None` when it
+/// ended.
+async fn next_chunk<B>(body: &mut B) -> Option<bytes::Bytes>
+where
+    B: Body<Data = bytes::Bytes> + Unpin,
+    B::Error: std::fmt::Debug,
+{
+    use http_body_util::BodyExt;
+    loop {
+        let frame = tokio::time::timeout(WAIT, body.frame()).await.unwrap()?;
+        let data = frame.unwrap().into_data().unwrap();
+        if &data[..] != crate::downstream::http::sse::KEEP_ALIVE_FRAME {
+            return Some(data);
+        }
+    }
+}
+
 /// Yields until `cond` holds (the actor runs on the same thread between yields).
 async fn until(mut cond: impl FnMut() -> bool) {
     for _ in 0..1000 {
@@ -42,30 +79,24 @@ async fn until(mut cond: impl FnMut() -> bool) {
 }
 
 #[tokio::test]
-async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session() {
+async fn an_unread_get_stream_leaves_the_outbox_and_a_hub_close_ends_the_session() {
     let (cmd, outbox, mut closed) = actor(2);
-    let (tx, _unread) = lane::channel(1);
-    let probe = tx.clone();
-    let (ack, _acked) = tokio::sync::oneshot::channel();
-    cmd.send(SessionCmd::Get {
-        last_event_id: None,
-        tx,
-        ack,
-    })
-    .await
-    .unwrap();
+    let mut body = attach_get(&cmd).await;
     outbox.push(outbound(OutKind::Notification, None, "a"));
-    until(|| probe.capacity() == 0).await;
+    assert_eq!(
+        &next_chunk(&mut body).await.unwrap()[..],
+        b"id: 1\ndata: a\n\n"
+    );
+    // The body is not polled now (its client does not read: hyper polls a body only
+    // when it can write): nothing drains the outbox, which keeps its policy.
     outbox.push(outbound(OutKind::Notification, None, "b"));
-    until(|| outbox.is_empty()).await;
-    // The stream is full: the actor must leave these in the outbox.
     outbox.push(outbound(OutKind::Notification, None, "c"));
-    outbox.push(outbound(OutKind::Notification, None, "d"));
     for _ in 0..50 {
         tokio::task::yield_now().await;
     }
     assert_eq!(outbox.len(), 2);
-    // A response that cannot be queued makes the hub close the outbox.
+    // A response that cannot be queued makes the hub close the outbox: the session
+    // ends though the body is not polled, and then the body ends too.
     outbox.push(outbound(OutKind::Response, Some(1), "r"));
     let (client, reason) = tokio::time::timeout(WAIT, closed.recv())
         .await
@@ -73,6 +104,30 @@ async fn a_full_stream_stops_the_outbox_drain_and_a_hub_close_ends_the_session()
         .unwrap();
     assert_eq!(client, ClientId(7));
     assert!(reason.contains("too slow"), "{reason}");
+    assert!(next_chunk(&mut body).await.is_none());
+}
+
+#[tokio::test]
+async fn a_new_get_stream_ends_the_previous_one_and_the_actor_keeps_events_between() {
+    let (cmd, outbox, _closed) = actor(8);
+    let mut first = attach_get(&cmd).await;
+    let mut second = attach_get(&cmd).await;
+    assert!(next_chunk(&mut first).await.is_none(), "replaced: it ends");
+    outbox.push(outbound(OutKind::Notification, None, "a"));
+    assert_eq!(
+        &next_chunk(&mut second).await.unwrap()[..],
+        b"id: 1\ndata: a\n\n"
+    );
+    // With no GET stream, the actor drains the outbox into the replay buffer...
+    drop(second);
+    outbox.push(outbound(OutKind::Notification, None, "b"));
+    until(|| outbox.is_empty()).await;
+    // ...and the next GET stream gets what no stream received.
+    let mut third = attach_get(&cmd).await;
+    assert_eq!(
+        &next_chunk(&mut third).await.unwrap()[..],
+        b"id: 2\ndata: b\n\n"
+    );
 }
 
 #[tokio::test]
@@ -93,18 +148,10 @@ async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     cmd.send(post).await.unwrap();
     assert_eq!(acked.await.unwrap(), Ok(()));
     drop(post_rx); // the client disconnected
-    let (get_tx, mut get_rx) = lane::channel(4);
-    let (ack, _acked) = tokio::sync::oneshot::channel();
-    cmd.send(SessionCmd::Get {
-        last_event_id: None,
-        tx: get_tx,
-        ack,
-    })
-    .await
-    .unwrap();
+    let mut body = attach_get(&cmd).await;
     outbox.push(outbound(OutKind::Response, Some(1), "resp"));
     outbox.push(outbound(OutKind::Notification, None, "note"));
-    let chunk = tokio::time::timeout(WAIT, get_rx.recv()).await.unwrap();
+    let chunk = next_chunk(&mut body).await;
     assert_eq!(&chunk.unwrap()[..], b"id: 1\ndata: note\n\n");
 }
 
@@ -174,7 +221,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     })
     .await
     .unwrap();
-    assert!(!acked.await.unwrap());
+    assert!(matches!(acked.await.unwrap(), session::GetAck::Refused));
     // ...one naming the last event seen gets the rest (the response), then ends.
     let (get_tx, mut get_rx) = lane::channel(4);
     let (ack, acked) = tokio::sync::oneshot::channel();
@@ -185,7 +232,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     })
     .await
     .unwrap();
-    assert!(acked.await.unwrap());
+    assert!(matches!(acked.await.unwrap(), session::GetAck::Resumed));
     assert_eq!(
         &recv(&mut get_rx).await.unwrap()[..],
         b"id: p0-2\ndata: resp\n\n"
@@ -227,22 +274,15 @@ async fn a_burst_larger_than_the_replay_buffer_reaches_the_get_stream_whole() {
     // batch. None may be evicted before the GET stream got it (the loadgen run that
     // "lost" 487 of 200,000 updates: a 1,511-event batch through a 1,024-event buffer).
     let (cmd, outbox, _closed) = actor(1000);
-    let (tx, mut rx) = lane::channel(1);
-    let (ack, acked) = tokio::sync::oneshot::channel();
-    cmd.send(SessionCmd::Get {
-        last_event_id: None,
-        tx,
-        ack,
-    })
-    .await
-    .unwrap();
-    assert!(acked.await.unwrap());
+    let mut body = attach_get(&cmd).await;
     for i in 0..50 {
         outbox.push(outbound(OutKind::Notification, None, &format!("n{i}")));
     }
     let mut text = String::new();
     while !text.contains("data: n49\n") {
-        let chunk = recv(&mut rx).await.expect("the GET stream stays open");
+        let chunk = next_chunk(&mut body)
+            .await
+            .expect("the GET stream stays open");
         text.push_str(std::str::from_utf8(&chunk).unwrap());
     }
     let ids: Vec<u64> = text

@@ -1,0 +1,156 @@
+//! A legacy session's GET stream: a response body that drains the session's outbox
+//! itself and routes what it finds, each time the connection polls it
+//! (docs/architecture.md, "Streamable HTTP"). No task sits between the hub's queue and
+//! the socket while a GET stream is open: the session's actor keeps the commands and
+//! takes the outbox back when the stream goes.
+//!
+//! Owns: the attached stream's events (framed from the session's replay buffer with
+//! their ids), keep-alive comments after a period of silence, waiting for room in a
+//! POST stream that is full. Never: ends the session (it tells the actor, which does).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
+
+use super::{close_reason, Shared};
+use crate::downstream::http::sse::{KeepAlive, KEEP_ALIVE_FRAME};
+use crate::downstream::outbox::Outbox;
+
+type Room = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
+
+/// The body of a plain GET stream of a session.
+pub(crate) struct GetStream {
+    shared: Arc<Shared>,
+    outbox: Arc<Outbox>,
+    gen: u64,
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    keep_alive: KeepAlive,
+    /// A POST stream is full: routing waits for its room.
+    room: Option<Room>,
+    done: bool,
+}
+
+impl std::fmt::Debug for GetStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GetStream").field("gen", &self.gen).finish()
+    }
+}
+
+impl GetStream {
+    pub(crate) fn new(
+        shared: Arc<Shared>,
+        outbox: Arc<Outbox>,
+        gen: u64,
+        shutdown: CancellationToken,
+    ) -> Self {
+        GetStream {
+            shared,
+            outbox,
+            gen,
+            shutdown: Box::pin(shutdown.cancelled_owned()),
+            keep_alive: KeepAlive::default(),
+            room: None,
+            done: false,
+        }
+    }
+
+    /// Drains and routes what the outbox holds; the next chunk for this stream. `Err`
+    /// when the stream ends.
+    fn pump(&mut self, cx: &mut Context<'_>) -> Result<Option<Bytes>, ()> {
+        if let Some(room) = self.room.as_mut() {
+            if room.as_mut().poll(cx).is_ready() {
+                self.room = None;
+            } else if self.outbox.is_closed() {
+                // While blocked, a close of the outbox is all that matters.
+                self.shared
+                    .lock()
+                    .set_closed("client too slow (outbox closed)");
+                self.shared.handback().notify_one();
+                return Err(());
+            }
+        }
+        let mut a = self.shared.lock();
+        if self.room.is_none() {
+            let mut blocked = if a.has_backlog() { a.flush() } else { None };
+            if blocked.is_none() && !a.has_backlog() {
+                let mut batch = Vec::new();
+                if let Err(why) = self.outbox.drain(&mut batch) {
+                    a.set_closed(close_reason(&why));
+                    drop(a);
+                    self.shared.handback().notify_one();
+                    return Err(());
+                }
+                if !batch.is_empty() {
+                    a.take_batch(batch);
+                    blocked = a.flush();
+                }
+            }
+            if let Some(tx) = blocked {
+                self.room = Some(Box::pin(async move { tx.room().await }));
+            }
+            a.release_idle_buffers();
+        }
+        a.take_for_get(self.gen, cx.waker())
+    }
+}
+
+impl Body for GetStream {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        loop {
+            if this.done || this.shutdown.as_mut().poll(cx).is_ready() {
+                this.done = true;
+                return Poll::Ready(None);
+            }
+            match this.pump(cx) {
+                Err(()) => {
+                    this.done = true;
+                    return Poll::Ready(None);
+                }
+                Ok(Some(chunk)) => {
+                    this.keep_alive.wrote();
+                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
+                }
+                Ok(None) => {}
+            }
+            let ready = this.outbox.poll_ready(cx).is_ready();
+            // Blocked on a POST stream, the queue stays (its close wakes `cx`).
+            if ready && this.room.is_none() {
+                continue;
+            }
+            break;
+        }
+        match this.keep_alive.poll_due(cx) {
+            Poll::Ready(()) => {
+                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_FRAME)))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.done
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::default()
+    }
+}
+
+impl Drop for GetStream {
+    fn drop(&mut self) {
+        self.shared.lock().detach_get(self.gen);
+        self.shared.handback().notify_one();
+    }
+}

@@ -29,6 +29,7 @@
 mod decimal;
 mod endpoints;
 mod episode;
+mod events_body;
 mod guard;
 mod listener;
 mod post;

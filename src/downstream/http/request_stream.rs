@@ -5,9 +5,8 @@
 //! struct, and an update reaches the socket in one hop.
 //!
 //! Owns: the request's stream from its first event to its end, in the era's shape (the
-//! response shaped, a listen's updates tagged with its `subscriptionId`), keep-alive
-//! comments after a period of silence ([`KeepAlive`]), and ending the request's client exactly
-//! once: when its response was written, when a listen was released, when the outbox
+//! response shaped, a listen's updates tagged with its `subscriptionId`; keep-alive
+//! comments come from [`EventsBody`]), and ending the request's client exactly once: when its response was written, when a listen was released, when the outbox
 //! closed, on shutdown, or when the connection dropped the body (the client went away).
 //! Never: waits on the hub (the close is `client_closed_now`), or writes an event that
 //! is not the request's own.
@@ -18,10 +17,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
-use http_body::{Body, Frame, SizeHint};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::sse::{self, KeepAlive, KEEP_ALIVE_FRAME};
+use super::events_body::{Events, EventsBody};
+use super::sse;
 use crate::downstream::link::ClientLink;
 use crate::downstream::outbox::{OutKind, Outbound, Outbox};
 use crate::protocol::shape;
@@ -61,15 +60,17 @@ impl Request {
     }
 }
 
-/// The response body of one request's SSE stream.
-pub(super) struct RequestStream {
+/// The events of one request's SSE stream.
+pub(super) struct RequestEvents {
     outbox: Arc<Outbox>,
     request: Request,
     /// Ends the request's client; `None` once it was ended.
     close: Option<(ClientLink, ClientId)>,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    keep_alive: KeepAlive,
 }
+
+/// The response body of one request's SSE stream.
+pub(super) type RequestStream = EventsBody<RequestEvents>;
 
 impl RequestStream {
     pub(super) fn new(
@@ -79,15 +80,24 @@ impl RequestStream {
         request: Request,
         shutdown: CancellationToken,
     ) -> Self {
-        RequestStream {
+        EventsBody::of(RequestEvents {
             outbox,
             request,
             close: Some((link, client)),
             shutdown: Box::pin(shutdown.cancelled_owned()),
-            keep_alive: KeepAlive::default(),
-        }
+        })
     }
+}
 
+impl std::fmt::Debug for RequestEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestEvents")
+            .field("id", &self.request.id)
+            .finish()
+    }
+}
+
+impl RequestEvents {
     /// Ends the request's client (once) with `reason`.
     fn end(&mut self, reason: &'static str) {
         if let Some((link, client)) = self.close.take() {
@@ -112,57 +122,38 @@ impl RequestStream {
     }
 }
 
-impl Body for RequestStream {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
+impl Events for RequestEvents {
+    fn poll_events(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
-            if this.close.is_none() {
+            if self.close.is_none() {
                 return Poll::Ready(None);
             }
-            let Some((chunk, done)) = this.take_pending() else {
-                this.end("outbox closed");
+            let Some((chunk, done)) = self.take_pending() else {
+                self.end("outbox closed");
                 return Poll::Ready(None);
             };
             if done {
-                this.end("answered");
+                self.end("answered");
             }
             if !chunk.is_empty() {
-                this.keep_alive.wrote();
-                return Poll::Ready(Some(Ok(Frame::data(chunk.freeze()))));
+                return Poll::Ready(Some(chunk.freeze()));
             }
             if done {
                 return Poll::Ready(None);
             }
-            if this.shutdown.as_mut().poll(cx).is_ready() {
-                this.end("shutdown");
+            if self.shutdown.as_mut().poll(cx).is_ready() {
+                self.end("shutdown");
                 return Poll::Ready(None);
             }
-            if this.outbox.poll_ready(cx).is_ready() {
+            if self.outbox.poll_ready(cx).is_ready() {
                 continue;
-            }
-            if this.keep_alive.poll_due(cx).is_ready() {
-                return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_FRAME)))));
             }
             return Poll::Pending;
         }
     }
-
-    fn is_end_stream(&self) -> bool {
-        self.close.is_none()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
-    }
 }
 
-impl Drop for RequestStream {
+impl Drop for RequestEvents {
     fn drop(&mut self) {
         // The connection dropped the body before the stream ended: the client went
         // away (or the server is closing the connection).
@@ -173,7 +164,9 @@ impl Drop for RequestStream {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::downstream::http::sse::KEEP_ALIVE_FRAME;
     use crate::downstream::link::ClientEvent;
+    use http_body::Body;
     use tokio::sync::mpsc;
 
     /// The body's next frame's data; `None` at its end.

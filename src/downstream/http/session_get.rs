@@ -14,30 +14,30 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
 use super::{close_reason, Shared};
-use crate::downstream::http::sse::{KeepAlive, KEEP_ALIVE_FRAME};
+use crate::downstream::http::events_body::{Events, EventsBody};
 use crate::downstream::outbox::Outbox;
 
 type Room = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 
-/// The body of a plain GET stream of a session.
-pub(crate) struct GetStream {
+/// The events of a plain GET stream of a session.
+pub(crate) struct GetEvents {
     shared: Arc<Shared>,
     outbox: Arc<Outbox>,
     gen: u64,
     shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    keep_alive: KeepAlive,
     /// A POST stream is full: routing waits for its room.
     room: Option<Room>,
-    done: bool,
 }
 
-impl std::fmt::Debug for GetStream {
+/// The body of a plain GET stream of a session.
+pub(crate) type GetStream = EventsBody<GetEvents>;
+
+impl std::fmt::Debug for GetEvents {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GetStream").field("gen", &self.gen).finish()
+        f.debug_struct("GetEvents").field("gen", &self.gen).finish()
     }
 }
 
@@ -48,17 +48,17 @@ impl GetStream {
         gen: u64,
         shutdown: CancellationToken,
     ) -> Self {
-        GetStream {
+        EventsBody::of(GetEvents {
             shared,
             outbox,
             gen,
             shutdown: Box::pin(shutdown.cancelled_owned()),
-            keep_alive: KeepAlive::default(),
             room: None,
-            done: false,
-        }
+        })
     }
+}
 
+impl GetEvents {
     /// Drains and routes what the outbox holds; the next chunk for this stream. `Err`
     /// when the stream ends.
     fn pump(&mut self, cx: &mut Context<'_>) -> Result<Option<Bytes>, ()> {
@@ -99,56 +99,27 @@ impl GetStream {
     }
 }
 
-impl Body for GetStream {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        let this = &mut *self;
+impl Events for GetEvents {
+    fn poll_events(&mut self, cx: &mut Context<'_>) -> Poll<Option<Bytes>> {
         loop {
-            if this.done || this.shutdown.as_mut().poll(cx).is_ready() {
-                this.done = true;
+            if self.shutdown.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
-            match this.pump(cx) {
-                Err(()) => {
-                    this.done = true;
-                    return Poll::Ready(None);
-                }
-                Ok(Some(chunk)) => {
-                    this.keep_alive.wrote();
-                    return Poll::Ready(Some(Ok(Frame::data(chunk))));
-                }
+            match self.pump(cx) {
+                Err(()) => return Poll::Ready(None),
+                Ok(Some(chunk)) => return Poll::Ready(Some(chunk)),
                 Ok(None) => {}
             }
-            let ready = this.outbox.poll_ready(cx).is_ready();
+            let ready = self.outbox.poll_ready(cx).is_ready();
             // Blocked on a POST stream, the queue stays (its close wakes `cx`).
-            if ready && this.room.is_none() {
-                continue;
+            if !(ready && self.room.is_none()) {
+                return Poll::Pending;
             }
-            break;
         }
-        match this.keep_alive.poll_due(cx) {
-            Poll::Ready(()) => {
-                Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(KEEP_ALIVE_FRAME)))))
-            }
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.done
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::default()
     }
 }
 
-impl Drop for GetStream {
+impl Drop for GetEvents {
     fn drop(&mut self) {
         self.shared.lock().detach_get(self.gen);
         self.shared.handback().notify_one();

@@ -1,11 +1,12 @@
 //! Server-Sent Events framing, the per-session replay buffer and the SSE body stream.
 //!
 //! Owns: turning JSON-RPC message bytes into SSE events (`id:` + `data:` lines), the
-//! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption, and the
-//! response body that batches every chunk available into one write, and the
-//! keep-alive clock of every SSE stream ([`KeepAlive`]).
-//! Never: decides routing (that is the session actor's job) or touches the hub. The
-//! framing and the buffer are pure and unit-tested; only [`sse_body`] uses tokio.
+//! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption, the
+//! response body of a POST stream that batches every chunk available into one write
+//! ([`sse_body`]; the body of a stream that drains its outbox itself is
+//! `events_body.rs`), and the keep-alive clock of every SSE stream ([`KeepAlive`]).
+//! Never: decides routing (the session's and the request's job) or touches the hub.
+//! The framing and the buffer are pure and unit-tested; only the bodies use tokio.
 //!
 //! Invariants: event ids are assigned here, strictly increasing from 1 per session;
 //! the buffer never holds more than `cap` events (oldest dropped first).

@@ -370,15 +370,14 @@ impl Outbox {
         self.wake();
     }
 
-    /// `Ready` once the outbox is closed; otherwise `cx` is woken by the close (and by
-    /// nothing else: a watcher that leaves the draining to another party is not woken
-    /// per message).
-    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<()> {
+    /// `Ready` with the reason once the outbox is closed; otherwise `cx` is woken by the
+    /// close (and by nothing else: a watcher that leaves the draining to another party
+    /// is not woken per message).
+    pub fn poll_closed(&self, cx: &mut Context<'_>) -> Poll<CloseReason> {
         self.close_waker.register(cx.waker());
-        if self.lock().closed().is_some() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
+        match self.lock().closed() {
+            Some(why) => Poll::Ready(why.clone()),
+            None => Poll::Pending,
         }
     }
 

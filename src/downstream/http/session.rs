@@ -99,9 +99,9 @@ pub(crate) enum SessionCmd {
         sink: Option<PostSink>,
         ack: oneshot::Sender<Result<(), RawId>>,
     },
-    /// A GET stream attaches: a plain one replaces any previous one; one naming a POST
-    /// stream's event resumes that stream. `ack` is `false` when there is nothing to
-    /// resume.
+    /// A GET stream attaches: a plain one replaces any previous one and is answered
+    /// with its body; one naming a POST stream's event resumes that stream on `tx`
+    /// (unused by a plain GET), or is refused when there is nothing to resume.
     Get {
         last_event_id: Option<LastEventId>,
         tx: lane::Sender<Bytes>,
@@ -127,8 +127,7 @@ struct SessionGetStream {
 /// What the session's actor and its GET stream's body share.
 pub(crate) struct Shared {
     actor: Mutex<SessionActor>,
-    /// The body gave the outbox back to the actor (it was dropped, or saw the outbox
-    /// closed).
+    /// The GET body went: the actor drains the outbox again.
     handback: tokio::sync::Notify,
 }
 
@@ -184,7 +183,6 @@ pub(crate) fn start(
         get: None,
         next_gen: 0,
         ended: false,
-        closed: None,
         backlog: VecDeque::new(),
         last_activity: Instant::now(),
         client: s.client,
@@ -215,8 +213,6 @@ pub(crate) struct SessionActor {
     next_gen: u64,
     /// The session ended: its GET body ends too.
     ended: bool,
-    /// The GET body found the outbox closed: why the session ends.
-    closed: Option<&'static str>,
     /// Drained from the outbox, not yet routed (only non-empty while a stream is full).
     backlog: VecDeque<Outbound>,
     last_activity: Instant,
@@ -252,9 +248,6 @@ async fn run(
         // body drains it: while blocked, the outbox applies its coalescing policy.
         let (blocked, direct, idle_at) = {
             let mut a = shared.lock();
-            if let Some(why) = a.closed.take() {
-                break why;
-            }
             let direct = a.get.is_some();
             let mut blocked = None;
             if !direct {
@@ -316,8 +309,8 @@ async fn run(
             }
             // The GET body drains; a close must end the session even while the
             // body is not polled (its client does not read).
-            () = std::future::poll_fn(|cx| outbox.poll_closed(cx)), if direct => {
-                break "client too slow (outbox closed)";
+            why = std::future::poll_fn(|cx| outbox.poll_closed(cx)), if direct => {
+                break close_reason(&why);
             }
             () = shared.handback.notified() => {}
             _ = tokio::time::sleep_until(idle_at.unwrap_or_else(Instant::now)),
@@ -496,13 +489,9 @@ impl SessionActor {
             self.backlog.extend(batch);
         }
     }
-
-    pub(crate) fn set_closed(&mut self, why: &'static str) {
-        self.closed = Some(why);
-    }
 }
 
-pub(crate) fn close_reason(why: &CloseReason) -> &'static str {
+fn close_reason(why: &CloseReason) -> &'static str {
     match why {
         CloseReason::QueueFull => "client too slow (queue full)",
         CloseReason::CoalesceOverflow => "client too slow (too many pending notifications)",

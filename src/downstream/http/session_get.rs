@@ -16,7 +16,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 
-use super::{close_reason, Shared};
+use super::Shared;
 use crate::downstream::http::events_body::{Events, EventsBody};
 use crate::downstream::outbox::Outbox;
 
@@ -66,11 +66,8 @@ impl GetEvents {
             if room.as_mut().poll(cx).is_ready() {
                 self.room = None;
             } else if self.outbox.is_closed() {
-                // While blocked, a close of the outbox is all that matters.
-                self.shared
-                    .lock()
-                    .set_closed("client too slow (outbox closed)");
-                self.shared.handback().notify_one();
+                // While blocked, a close of the outbox is all that matters (the actor
+                // sees it too, and ends the session).
                 return Err(());
             }
         }
@@ -79,10 +76,8 @@ impl GetEvents {
             let mut blocked = if a.has_backlog() { a.flush() } else { None };
             if blocked.is_none() && !a.has_backlog() {
                 let mut batch = Vec::new();
-                if let Err(why) = self.outbox.drain(&mut batch) {
-                    a.set_closed(close_reason(&why));
-                    drop(a);
-                    self.shared.handback().notify_one();
+                if self.outbox.drain(&mut batch).is_err() {
+                    // Closed: the actor sees it too, and ends the session.
                     return Err(());
                 }
                 if !batch.is_empty() {

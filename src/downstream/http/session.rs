@@ -470,6 +470,11 @@ impl SessionActor {
         Ok(Some(chunk))
     }
 
+    /// Whether the GET body `gen` is the session's open GET stream.
+    pub(crate) fn attached(&self, gen: u64) -> bool {
+        !self.ended && self.get.as_ref().is_some_and(|g| g.gen == gen)
+    }
+
     /// The GET body `gen` went away.
     pub(crate) fn detach_get(&mut self, gen: u64) {
         if self.get.as_ref().is_some_and(|g| g.gen == gen) {

@@ -72,6 +72,10 @@ impl GetEvents {
             }
         }
         let mut a = self.shared.lock();
+        if !a.attached(self.gen) {
+            // Replaced by a newer GET, or the session ended: nothing more to route here.
+            return Err(());
+        }
         if self.room.is_none() {
             let mut blocked = if a.has_backlog() { a.flush() } else { None };
             if blocked.is_none() && !a.has_backlog() {

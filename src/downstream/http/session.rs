@@ -23,11 +23,11 @@
 //!
 //! Resumable POST streams (SEP-1699): a POST answered as SSE starts with a priming event
 //! and numbers every event `p<stream>-<seq>`; its events are kept (the last
-//! [`POST_REPLAY_EVENTS`]) while it is open. When the client's connection drops, the
+//! [`posts::POST_REPLAY_EVENTS`]) while it is open. When the client's connection drops, the
 //! stream is *detached*: its later messages, the response included, are kept for a GET
 //! that names one of its ids in `Last-Event-ID`, which receives what followed that id
 //! and then the rest of the stream live. A detached stream that got its response is
-//! kept among the last [`FINISHED_KEEP`] such streams. A GET naming a stream that is not
+//! kept among the last [`posts::FINISHED_KEEP`] such streams. A GET naming a stream that is not
 //! kept is refused (400), so a client does not resume forever.
 //! A cancelled request's POST is answered with a `-32800` ("request cancelled") error,
 //! so that it ends and a client that resumes streams does not try to resume it.
@@ -61,8 +61,9 @@ use posts::{Routed, SessionPost};
 /// is full, which only slows that one client.
 const CMD_QUEUE: usize = 64;
 
-/// Chunks buffered per HTTP stream before the actor stops draining the outbox. Each
-/// chunk may hold many events (see [`sse::sse_body`]), so a small depth suffices.
+/// Chunks buffered per POST stream (and resumed POST stream) before the session stops
+/// draining the outbox. Each chunk may hold many events (`sse::sse_body` merges them),
+/// so a small depth suffices.
 pub(crate) const STREAM_QUEUE: usize = 16;
 
 /// Live sessions by their `Mcp-Session-Id`.
@@ -101,7 +102,7 @@ pub(crate) enum SessionCmd {
     },
     /// A GET stream attaches: a plain one replaces any previous one and is answered
     /// with its body; one naming a POST stream's event resumes that stream on `tx`
-    /// (unused by a plain GET), or is refused when there is nothing to resume.
+    /// (a plain GET's `tx` goes unused), or is refused when there is nothing to resume.
     Get {
         last_event_id: Option<LastEventId>,
         tx: lane::Sender<Bytes>,

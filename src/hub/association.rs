@@ -126,9 +126,7 @@ impl Hub {
                     && self.catalog.in_view(c.view, upstream)
                     && match policy {
                         UnrelatedPolicy::None => false,
-                        UnrelatedPolicy::LogLevel => {
-                            is_log && self.log_levels.clients.contains_key(id)
-                        }
+                        UnrelatedPolicy::LogLevel => is_log && self.log_levels.get(**id).is_some(),
                         UnrelatedPolicy::All => true,
                     }
             })

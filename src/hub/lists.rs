@@ -58,21 +58,61 @@ impl ListAgg {
 type ListPart = (UpstreamId, Option<String>, Option<Result<Page, Value>>);
 
 /// `logging/setLevel` per client, and the level last set upstream.
+///
+/// Every stateless request is a client that comes and goes with a level (`LOG_OFF`
+/// when it asked for none), so the most verbose level wanted is kept as a count per
+/// level: a client's arrival or departure costs the same however many clients are
+/// open, where a scan of them all would grow with every open session and listen.
 #[derive(Debug, Default)]
 pub(super) struct LogLevels {
-    pub(super) clients: IdMap<ClientId, u8>,
+    clients: IdMap<ClientId, u8>,
+    /// How many clients asked for each level of [`LEVELS`] (`LOG_OFF` is not counted).
+    counts: [u32; LEVELS.len()],
     pub(super) upstream: Option<u8>,
 }
 
 impl LogLevels {
+    /// Records `client`'s level (replacing the one it had).
+    pub(super) fn set(&mut self, client: ClientId, level: u8) {
+        if let Some(old) = self.clients.insert(client, level) {
+            self.count(old, false);
+        }
+        self.count(level, true);
+    }
+
+    /// Forgets `client`'s level; whether it had one.
+    pub(super) fn remove(&mut self, client: ClientId) -> bool {
+        match self.clients.remove(&client) {
+            Some(old) => {
+                self.count(old, false);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `client`'s level, if it set one.
+    pub(super) fn get(&self, client: ClientId) -> Option<u8> {
+        self.clients.get(&client).copied()
+    }
+
+    fn count(&mut self, level: u8, up: bool) {
+        if let Some(n) = self.counts.get_mut(usize::from(level)) {
+            if up {
+                *n += 1;
+            } else {
+                *n -= 1;
+            }
+        }
+    }
+
     /// The most verbose level any client asked for (clients that asked for none
     /// aside).
     fn wanted(&self) -> Option<u8> {
-        self.clients
-            .values()
-            .filter(|l| **l != LOG_OFF)
-            .min()
-            .copied()
+        self.counts
+            .iter()
+            .position(|n| *n > 0)
+            .and_then(|i| u8::try_from(i).ok())
     }
 }
 
@@ -315,7 +355,7 @@ impl Hub {
         let Some(level) = level else {
             return self.reply_error(client, &id, code::INVALID_PARAMS, "logging/setLevel needs params.level: one of debug, info, notice, warning, error, critical, alert, emergency");
         };
-        self.log_levels.clients.insert(client, level as u8);
+        self.log_levels.set(client, level as u8);
         self.reply(client, &id, json!({}));
         self.sync_log_level();
     }
@@ -358,17 +398,17 @@ impl Hub {
 
     /// Whether a `notifications/message` at `level` goes to this client.
     pub(super) fn wants_log(&self, client: ClientId, level: Option<&str>) -> bool {
-        let Some(min) = self.log_levels.clients.get(&client) else {
+        let Some(min) = self.log_levels.get(client) else {
             // A client that set no level gets what the server sends.
             return true;
         };
-        if *min == LOG_OFF {
+        if min == LOG_OFF {
             return false;
         }
         let lvl = level
             .and_then(|l| LEVELS.iter().position(|x| *x == l))
             .unwrap_or(LEVELS.len() - 1);
-        lvl >= usize::from(*min)
+        lvl >= usize::from(min)
     }
 }
 
@@ -389,5 +429,36 @@ fn page_of(kind: ListKind, result: &Value) -> Page {
             .cloned()
             .unwrap_or_default(),
         next: result["nextCursor"].as_str().map(str::to_owned),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wanted_level_follows_arrivals_changes_and_departures() {
+        let mut l = LogLevels::default();
+        assert_eq!(l.wanted(), None);
+        // Clients that asked for no log messages never count.
+        for c in 0..1000 {
+            l.set(ClientId(c), LOG_OFF);
+        }
+        assert_eq!(l.wanted(), None);
+        l.set(ClientId(1), 3); // warning
+        l.set(ClientId(2), 1); // info
+        l.set(ClientId(3), 1);
+        assert_eq!(l.wanted(), Some(1));
+        // A client changing its level leaves its old one.
+        l.set(ClientId(2), 4);
+        assert_eq!(l.wanted(), Some(1));
+        assert!(l.remove(ClientId(3)));
+        assert_eq!(l.wanted(), Some(3));
+        assert!(!l.remove(ClientId(3)), "already gone");
+        assert_eq!(l.get(ClientId(2)), Some(4));
+        assert_eq!(l.get(ClientId(5)), Some(LOG_OFF));
+        assert!(l.remove(ClientId(1)) && l.remove(ClientId(2)));
+        assert_eq!(l.wanted(), None);
+        assert_eq!(l.get(ClientId(1)), None);
     }
 }

@@ -414,7 +414,7 @@ impl Hub {
                                 .as_deref()
                                 .and_then(lists::level_index)
                                 .unwrap_or(lists::LOG_OFF);
-                            self.log_levels.clients.insert(client, level);
+                            self.log_levels.set(client, level);
                             self.sync_log_level();
                             // A listen is an explicit request to subscribe: in this
                             // era it is the negotiation.
@@ -464,7 +464,7 @@ impl Hub {
         self.reads.cache.forget_waiter(|(c, _)| *c == client);
         self.lists.open.retain(|_, agg| agg.client != client);
         self.elicitations.forget_client(client);
-        if self.log_levels.clients.remove(&client).is_some() {
+        if self.log_levels.remove(client) {
             self.sync_log_level();
         }
         let effects = self

@@ -324,9 +324,8 @@ impl Hub {
         let capabilities = init.map(|i| i.capabilities.clone()).unwrap_or_default();
         let log_level = self
             .log_levels
-            .clients
-            .get(&client)
-            .and_then(|i| super::lists::level_name(*i))
+            .get(client)
+            .and_then(super::lists::level_name)
             .map(str::to_owned);
         tracing::debug!(%client, %instance, "MRTR retry sent to the instance that holds its request");
         fleet.send(crate::fleet::FleetCmd::ForwardRetry {

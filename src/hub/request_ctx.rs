@@ -56,9 +56,8 @@ impl Hub {
             client_capabilities: within(&slot.declared_caps, &init.capabilities),
             log_level: self
                 .log_levels
-                .clients
-                .get(&client)
-                .and_then(|i| lists::level_name(*i))
+                .get(client)
+                .and_then(lists::level_name)
                 .map(str::to_owned),
             bridge_input: stateless_client.is_none(),
             for_client: true,

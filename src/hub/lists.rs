@@ -461,4 +461,26 @@ mod tests {
         assert_eq!(l.wanted(), None);
         assert_eq!(l.get(ClientId(1)), None);
     }
+
+    proptest::proptest! {
+        /// Any sequence of level changes and departures: the count gives what a scan of
+        /// every client's level would.
+        #[test]
+        fn wanted_level_is_the_scan_of_all_clients(
+            ops in proptest::collection::vec((0u64..20, proptest::option::of(0u8..9)), 0..200)
+        ) {
+            let mut l = LogLevels::default();
+            for (client, level) in ops {
+                match level {
+                    // 8 stands for a client that asked for no log messages.
+                    Some(level) => l.set(ClientId(client), if level == 8 { LOG_OFF } else { level }),
+                    None => {
+                        l.remove(ClientId(client));
+                    }
+                }
+                let scan = l.clients.values().copied().filter(|v| *v != LOG_OFF).min();
+                proptest::prop_assert_eq!(l.wanted(), scan);
+            }
+        }
+    }
 }

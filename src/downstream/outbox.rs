@@ -272,6 +272,13 @@ impl OutboxState {
         out.append(&mut self.coalesced);
     }
 
+    /// Makes room in the queue for `n` more messages (no more than the cap allows), so
+    /// a batch is queued without the queue growing step by step.
+    pub fn reserve(&mut self, n: usize) {
+        let room = self.cap.saturating_sub(self.queue.len());
+        self.queue.reserve(n.min(room));
+    }
+
     pub fn len(&self) -> usize {
         self.queue.len() + self.coalesced.len()
     }
@@ -350,6 +357,31 @@ impl Outbox {
             self.close_waker.wake();
         }
         (r, was_empty || closed)
+    }
+
+    /// [`Outbox::push_deferred`] for a batch, in order, under one lock: empties `msgs`
+    /// and returns why the outbox closed, if it did (what was not queued is dropped),
+    /// and whether a wake-up is due.
+    pub fn push_all_deferred(&self, msgs: &mut Vec<Outbound>) -> (Option<CloseReason>, bool) {
+        let (closed, was_empty) = {
+            let mut s = self.lock();
+            let was_empty = s.is_empty();
+            s.reserve(msgs.len());
+            let mut closed = None;
+            for msg in msgs.drain(..) {
+                if let Pushed::Closed(why) = s.push(msg) {
+                    closed = Some(why);
+                    break;
+                }
+            }
+            (closed, was_empty)
+        };
+        msgs.clear();
+        if closed.is_some() {
+            self.close_waker.wake();
+        }
+        let wake = was_empty || closed.is_some();
+        (closed, wake)
     }
 
     /// Wakes the writer (see [`Outbox::push_deferred`]).
@@ -440,131 +472,4 @@ impl Outbox {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn msg(kind: OutKind, text: &str) -> Outbound {
-        Outbound::new(Bytes::from(text.to_owned()), kind, None)
-    }
-    fn upd(uri: &str, n: u32) -> Outbound {
-        msg(
-            OutKind::Coalescible(CoalesceKey::Update(SubKey::new(
-                crate::state::ids::UpstreamId(0),
-                uri,
-            ))),
-            &format!("{uri}#{n}"),
-        )
-    }
-
-    #[test]
-    fn queues_in_order_below_cap() {
-        let mut s = OutboxState::new(3);
-        assert_eq!(s.push(upd("a", 1)), Pushed::Queued);
-        assert_eq!(s.push(msg(OutKind::Response, "r")), Pushed::Queued);
-        let mut out = vec![];
-        s.drain_into(&mut out);
-        assert_eq!(out.len(), 2);
-        assert!(s.is_empty());
-    }
-
-    #[test]
-    fn full_queue_coalesces_updates_per_uri_keeping_newest() {
-        let mut s = OutboxState::new(2);
-        s.push(upd("x", 0));
-        s.push(upd("y", 0));
-        assert_eq!(s.push(upd("a", 1)), Pushed::Coalesced);
-        assert_eq!(s.push(upd("b", 1)), Pushed::Coalesced);
-        assert_eq!(s.push(upd("a", 2)), Pushed::Coalesced);
-        assert_eq!(s.len(), 4);
-        let mut out = vec![];
-        s.drain_into(&mut out);
-        let texts: Vec<_> = out
-            .iter()
-            .map(|o| String::from_utf8(o.bytes.to_vec()).unwrap())
-            .collect();
-        assert_eq!(texts, vec!["x#0", "y#0", "a#2", "b#1"]);
-        assert_eq!(s.merged, 1);
-        assert_eq!(s.peak, 4);
-    }
-
-    #[test]
-    fn full_queue_drops_plain_notifications() {
-        let mut s = OutboxState::new(1);
-        s.push(msg(OutKind::Notification, "n1"));
-        assert_eq!(s.push(msg(OutKind::Notification, "n2")), Pushed::Dropped);
-        assert_eq!(s.dropped, 1);
-    }
-
-    #[test]
-    fn response_that_cannot_be_queued_closes() {
-        let mut s = OutboxState::new(1);
-        s.push(msg(OutKind::Notification, "n1"));
-        assert_eq!(
-            s.push(msg(OutKind::Response, "r")),
-            Pushed::Closed(CloseReason::QueueFull)
-        );
-        assert_eq!(s.push(upd("a", 1)), Pushed::Closed(CloseReason::QueueFull));
-        assert!(s.is_empty());
-    }
-
-    #[test]
-    fn too_many_distinct_coalesced_keys_closes() {
-        let mut s = OutboxState::new(2);
-        s.push(upd("q1", 0));
-        s.push(upd("q2", 0));
-        s.push(upd("a", 0));
-        s.push(upd("b", 0));
-        assert_eq!(
-            s.push(upd("c", 0)),
-            Pushed::Closed(CloseReason::CoalesceOverflow)
-        );
-    }
-
-    #[test]
-    fn memory_stays_bounded_under_a_flood() {
-        let mut s = OutboxState::new(8);
-        for i in 0..10_000 {
-            s.push(upd(&format!("u{}", i % 4), i));
-        }
-        assert!(s.len() <= 8 + 4);
-        assert!(s.closed().is_none());
-    }
-
-    #[tokio::test]
-    async fn outbox_wakes_the_writer() {
-        let ob = Outbox::new(4);
-        let ob2 = ob.clone();
-        let t = tokio::spawn(async move {
-            ob2.ready().await;
-            let mut out = vec![];
-            ob2.drain(&mut out).unwrap();
-            out.len()
-        });
-        ob.push(upd("a", 1));
-        assert_eq!(t.await.unwrap(), 1);
-        ob.close(CloseReason::Closed);
-        let mut out = vec![];
-        assert_eq!(ob.drain(&mut out), Err(CloseReason::Closed));
-    }
-
-    #[test]
-    fn a_listen_update_is_tagged_once_for_every_stream_of_its_listen_id() {
-        let plain = Bytes::from_static(
-            br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x://1"}}"#,
-        );
-        let id = RawId::parse("\"listen:0\"").unwrap();
-        let o = Outbound::new(plain.clone(), OutKind::Notification, Some(id));
-        let (a, b) = (o.clone().listen_bytes(), o.listen_bytes());
-        // The same allocation: the second stream reuses the first one's tagging.
-        assert_eq!(a.as_ptr(), b.as_ptr());
-        let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
-        assert_eq!(
-            v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
-            "listen:0"
-        );
-        assert_eq!(v["params"]["uri"], "x://1");
-        // Related to no listen: the plain bytes.
-        let p = Outbound::new(plain.clone(), OutKind::Notification, None);
-        assert_eq!(p.listen_bytes(), plain);
-    }
-}
+mod tests;

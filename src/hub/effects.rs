@@ -23,15 +23,20 @@ impl Hub {
     /// it is disconnected after the current event. Its writer is woken at the end of
     /// the hub's turn ([`Hub::wake_writers`]), once for everything the turn queued.
     pub(super) fn push(&mut self, client: ClientId, out: Outbound) {
+        // Whatever a fan-out holds back goes first: each client's messages stay in the
+        // order the hub decided them.
+        self.queue_fan_out();
         let Some(c) = self.clients.get(&client) else {
             return;
         };
         self.turn.push(client, &c.outbox, out);
     }
 
-    /// Wakes every writer the turn queued something for. Runs at the end of each turn
-    /// of the hub's loop, before it waits again.
+    /// Wakes every writer the turn queued something for (after queueing what a
+    /// fan-out still holds back). Runs at the end of each turn of the hub's loop,
+    /// before it waits again.
     pub(super) fn wake_writers(&mut self) {
+        self.queue_fan_out();
         for outbox in self.turn.wake_due.drain(..) {
             outbox.wake();
         }
@@ -303,6 +308,22 @@ pub(super) struct Turn {
 }
 
 impl Turn {
+    /// Queues `outs` (emptied) to one client under one lock of its outbox.
+    pub(super) fn push_all(
+        &mut self,
+        client: ClientId,
+        outbox: &Arc<Outbox>,
+        outs: &mut Vec<Outbound>,
+    ) {
+        let (closed, wake) = outbox.push_all_deferred(outs);
+        if wake {
+            self.wake_due.push(outbox.clone());
+        }
+        if let Some(reason) = closed {
+            self.refused.push((client, reason));
+        }
+    }
+
     pub(super) fn push(&mut self, client: ClientId, outbox: &Arc<Outbox>, out: Outbound) {
         let (pushed, wake) = outbox.push_deferred(out);
         if wake {

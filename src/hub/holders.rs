@@ -7,13 +7,16 @@
 //! what each recipient gets of one message: a session the plain bytes; a listen stream,
 //! once acknowledged, the same bytes marked as related to its listen request (one
 //! shared copy per listen id; its edge adds the `subscriptionId` as it writes); a
-//! stateless client that is no listen, nothing. The hub's glue here (`fan_out_tagged`)
-//! walks the recipients and queues through the turn.
+//! stateless client that is no listen, nothing. The hub's glue here (`fan_out_tagged`,
+//! `queue_fan_out`) holds back fan-outs to the same audience in a row and queues them
+//! through the turn, one lock of each holder's outbox for the lot.
 //!
 //! Never delivers an update to a client that holds neither the URI nor a parent of it,
-//! never serializes a message more than once, never tags bytes itself.
+//! never serializes a message more than once, never tags bytes itself, never lets a
+//! held fan-out overtake or fall behind anything else queued to the same client.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::effects::notification_out;
@@ -45,16 +48,20 @@ impl Holders {
     }
 
     /// The confirmed holders of `key`: who gets its updates.
-    pub(super) fn of_key(&self, key: &SubKey) -> Vec<ClientId> {
-        self.registry.holders(key).collect()
+    pub(super) fn of_key(&self, key: &SubKey) -> Arc<[ClientId]> {
+        self.registry
+            .holders_shared(key)
+            .unwrap_or_else(|| Arc::from([]))
     }
 
     /// Who gets an update of `key`: its holders and those of every parent URI that is
     /// held (the URI may be a sub-resource of one a client holds), each once, in client
-    /// order; and those parent keys (their cached reads are stale too).
-    pub(super) fn of_update(&self, key: &SubKey) -> (Vec<ClientId>, Vec<SubKey>) {
-        let mut clients = self.of_key(key);
+    /// order; and those parent keys (their cached reads are stale too). With no parent
+    /// held, the key's own shared list: a burst of its updates allocates nothing here.
+    pub(super) fn of_update(&self, key: &SubKey) -> (Arc<[ClientId]>, Vec<SubKey>) {
+        let own = self.registry.holders_shared(key);
         let mut parents = Vec::new();
+        let mut clients = Vec::new();
         for parent in parent_uris(&key.uri) {
             // Looked up by its parts: a key is made only for a parent that is held.
             let pkey = (key.upstream, parent);
@@ -63,9 +70,13 @@ impl Holders {
                 parents.push(SubKey::new(key.upstream, parent));
             }
         }
+        if parents.is_empty() {
+            return (own.unwrap_or_else(|| Arc::from([])), parents);
+        }
+        clients.extend(own.iter().flat_map(|o| o.iter().copied()));
         clients.sort_unstable();
         clients.dedup();
-        (clients, parents)
+        (clients.into(), parents)
     }
 }
 
@@ -109,12 +120,49 @@ impl Delivery {
 impl Hub {
     /// Delivers one notification (serialized once as `msg`) to `clients`, each in the
     /// form [`Delivery::to`] gives it: the same bytes to each.
-    pub(super) fn fan_out_tagged(&mut self, clients: &[ClientId], msg: &Message, kind: OutKind) {
+    ///
+    /// Fan-outs to the same audience in a row (a burst of one URI's updates) are held
+    /// back and queued together by [`Hub::queue_fan_out`]: one lock of each holder's
+    /// outbox for the lot instead of one per update. Anything else queued to a client
+    /// first queues what is held back, so each client's order is the hub's order.
+    pub(super) fn fan_out_tagged(
+        &mut self,
+        clients: &Arc<[ClientId]>,
+        msg: &Message,
+        kind: OutKind,
+    ) {
         self.counters.fanout_deliveries += clients.len() as u64;
-        let mut delivery = Delivery::new(msg, kind);
-        for &c in clients {
+        let delivery = Delivery::new(msg, kind);
+        match self.held_fan_out.as_mut() {
+            Some(held) if Arc::ptr_eq(&held.clients, clients) || held.clients == *clients => {
+                held.deliveries.push(delivery);
+            }
+            _ => {
+                self.queue_fan_out();
+                self.held_fan_out = Some(FanOut {
+                    clients: clients.clone(),
+                    deliveries: vec![delivery],
+                });
+            }
+        }
+        self.turn.pushes += clients.len();
+        if self.traces.on {
+            // A fan-out's span counts what the outboxes merged: queue it now.
+            self.queue_fan_out();
+        }
+    }
+
+    /// Queues what fan-outs held back: each holder's outbox is locked once for all of
+    /// it. Runs before anything else is queued to a client, before the hub reads an
+    /// outbox, and at the end of every turn.
+    pub(super) fn queue_fan_out(&mut self) {
+        let Some(mut held) = self.held_fan_out.take() else {
+            return;
+        };
+        let mut outs = Vec::with_capacity(held.deliveries.len());
+        for &c in held.clients.iter() {
             // One lookup of the client table per holder (and one of the listens for a
-            // stateless client): this loop runs for every holder of every update.
+            // stateless client): this loop runs for every holder of every burst.
             let Some(state) = self.clients.get(&c) else {
                 continue;
             };
@@ -124,11 +172,23 @@ impl Hub {
             } else {
                 None
             };
-            if let Some(out) = delivery.to(stateless, listen) {
-                self.turn.push(c, &state.outbox, out);
+            outs.extend(
+                held.deliveries
+                    .iter_mut()
+                    .filter_map(|d| d.to(stateless, listen)),
+            );
+            if !outs.is_empty() {
+                self.turn.push_all(c, &state.outbox, &mut outs);
             }
         }
     }
+}
+
+/// Fan-outs to one audience, held back until [`Hub::queue_fan_out`].
+#[derive(Debug)]
+pub(super) struct FanOut {
+    clients: Arc<[ClientId]>,
+    deliveries: Vec<Delivery>,
 }
 
 /// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
@@ -206,9 +266,14 @@ mod tests {
         hold(&mut h, 2, "file:///x");
         let key = SubKey::new(UpstreamId(0), "file:///a/b/c");
         let (clients, parents) = h.of_update(&key);
-        assert_eq!(clients, [ClientId(1), ClientId(3)]);
+        assert_eq!(&*clients, [ClientId(1), ClientId(3)]);
         let parents: Vec<&str> = parents.iter().map(|k| &*k.uri).collect();
         assert_eq!(parents, ["file:///a/", "file:///a"]);
+        // With no parent held, a burst of the URI's updates shares one list.
+        let own = SubKey::new(UpstreamId(0), "file:///x");
+        let (first, none) = h.of_update(&own);
+        assert_eq!((&*first, none.len()), (&[ClientId(2)][..], 0));
+        assert!(Arc::ptr_eq(&first, &h.of_update(&own).0));
         let (clients, parents) = h.of_update(&SubKey::new(UpstreamId(1), "file:///a/b/c"));
         assert!(
             clients.is_empty() && parents.is_empty(),

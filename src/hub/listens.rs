@@ -144,6 +144,8 @@ impl Hub {
     /// A listen request: its URIs are subscribed, and it is acknowledged once every one
     /// is settled, before any notification.
     pub(super) fn on_listen(&mut self, client: ClientId, id: RawId, msg: &Message) {
+        // What a held fan-out gives a listen depends on its state: settle it first.
+        self.queue_fan_out();
         let filter: Value = msg
             .params()
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
@@ -207,6 +209,8 @@ impl Hub {
 
     /// The registry answered the subscribe for URI number `index` of a listen.
     pub(super) fn listen_settled(&mut self, client: ClientId, index: usize, ok: bool) {
+        // What a held fan-out gives a listen depends on its state: settle it first.
+        self.queue_fan_out();
         self.listens.settled(client, index, ok);
         self.maybe_ack(client);
     }
@@ -230,6 +234,8 @@ impl Hub {
     /// Ends every listen stream gracefully (shutdown): its request is answered with a
     /// completion result, which ends the stream.
     pub(super) fn end_listens(&mut self) {
+        // What a held fan-out gives a listen depends on its state: settle it first.
+        self.queue_fan_out();
         for (client, id) in self.listens.streams() {
             let result =
                 json!({"resultType": "complete", "_meta": {meta::SUBSCRIPTION_ID: raw_json(&id)}});

@@ -264,6 +264,9 @@ pub struct Hub {
     /// once, at its end ([`Hub::wake_writers`]), the refusing clients disconnected
     /// ([`Hub::reap_doomed`]); its size bounds a burst ([`TURN_PUSHES`]).
     turn: effects::Turn,
+    /// Fan-outs to one audience in a row, not queued yet (`holders.rs`,
+    /// `Hub::queue_fan_out`).
+    held_fan_out: Option<holders::FanOut>,
     /// Open spans, when tracing is on (docs/architecture.md, "Traces").
     traces: traces::Traces,
 }
@@ -301,6 +304,7 @@ impl Hub {
             deadlines: deadlines::Deadlines::new(),
             admission: admission::Admission::default(),
             turn: effects::Turn::default(),
+            held_fan_out: None,
             mrtr: mrtr::Mrtr::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
@@ -331,11 +335,13 @@ impl Hub {
                 Some(ev) = inbox.fleet.recv() => self.on_fleet_event(ev),
                 Some(ctl) = inbox.control.recv() => {
                     self.catch_up(&mut inbox);
+                    self.queue_fan_out();
                     self.on_control(ctl);
                 }
                 due = self.deadlines.next(), if self.deadlines.armed() => self.on_due(due),
                 () = &mut shutdown => break,
             }
+            self.queue_fan_out();
             self.reap_doomed();
             self.check_drained();
             self.wake_writers();
@@ -449,6 +455,8 @@ impl Hub {
     /// Releases everything a client held: subscriptions, pending requests (cancelled
     /// upstream), server requests it was asked to answer (failed upstream).
     fn remove_client(&mut self, client: ClientId, reason: &str) {
+        // Its share of a held fan-out is queued (and counted) before it goes.
+        self.queue_fan_out();
         let Some(state) = self.clients.remove(&client) else {
             return;
         };

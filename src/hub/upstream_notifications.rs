@@ -209,7 +209,7 @@ impl Hub {
         audience: &super::views::Audience,
     ) {
         let method = msg.method().unwrap_or_default();
-        let clients: Vec<ClientId> = self
+        let clients: std::sync::Arc<[ClientId]> = self
             .clients
             .iter()
             .filter(|(_, c)| audience.includes(c.view))

@@ -43,7 +43,10 @@ use std::time::{Duration, Instant};
 
 use super::ids::{ClientId, IdMap, SubKey, SubKeyView, UpstreamId};
 
+mod holder_set;
 mod upstream;
+
+use holder_set::HolderSet;
 
 #[cfg(test)]
 mod proptests;
@@ -81,7 +84,7 @@ enum KeyState<W> {
     /// The upstream accepted the subscription; these clients hold it.
     Active {
         /// Never empty: the last holder leaving moves the key on (1→0).
-        holders: BTreeSet<ClientId>,
+        holders: HolderSet,
         /// Whether the *current* upstream session holds the subscription.
         ack: Ack,
     },
@@ -166,7 +169,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             }
             Some(state @ KeyState::Lingering { .. }) => {
                 *state = KeyState::Active {
-                    holders: BTreeSet::from([client]),
+                    holders: HolderSet::one(client),
                     ack: Ack::Confirmed,
                 };
                 fx.push(reply_ok(waiter));
@@ -257,7 +260,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 self.by_key.insert(
                     key.clone(),
                     KeyState::Active {
-                        holders: wanted,
+                        holders: wanted.into(),
                         ack: Ack::Confirmed,
                     },
                 );
@@ -326,7 +329,17 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             Some(KeyState::Active { holders, .. }) => Some(holders),
             _ => None,
         };
-        set.into_iter().flatten().copied()
+        set.into_iter().flat_map(HolderSet::iter)
+    }
+
+    /// [`SubscriptionRegistry::holders`] as one shared list in client order: the same
+    /// allocation for every update until the key's holders change. `None` when the key
+    /// is not active.
+    pub fn holders_shared(&self, key: &dyn SubKeyView) -> Option<std::sync::Arc<[ClientId]>> {
+        match self.by_key.get(key) {
+            Some(KeyState::Active { holders, .. }) => Some(holders.snapshot()),
+            _ => None,
+        }
     }
 
     /// Whether `client` is an active holder of `key`.
@@ -416,7 +429,13 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 }
                 KeyState::Active { holders, .. } => {
                     assert!(!holders.is_empty(), "{key:?}: empty Active holder set");
-                    holders.clone()
+                    let set: BTreeSet<ClientId> = holders.iter().collect();
+                    assert_eq!(
+                        &*holders.snapshot(),
+                        &*set.iter().copied().collect::<Vec<_>>(),
+                        "{key:?}: the shared holder list differs from the set"
+                    );
+                    set
                 }
                 KeyState::Lingering { .. } => BTreeSet::new(),
             };

@@ -364,3 +364,47 @@ async fn a_refused_resubscribe_is_retried() {
         methods_of(&up)
     );
 }
+
+#[tokio::test]
+async fn a_burst_held_for_its_holders_keeps_each_clients_order() {
+    // A burst of one URI's updates is queued to its holders together at the end of the
+    // hub's turn; a response to one of them in the middle of the burst must still come
+    // after the updates before it and before those after it.
+    let mut r = rig().await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    for c in [&mut a, &mut b] {
+        c.send("resources/subscribe", json!({"uri": "test://a"}))
+            .await;
+    }
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    r.sync().await;
+    assert_eq!(a.pending().len(), 1);
+    assert_eq!(b.pending().len(), 1);
+    a.send("resources/read", json!({"uri": "test://a"})).await;
+    let read = r.upstream_msgs().await;
+    assert_eq!(methods_of(&read), vec!["resources/read"]);
+    let update = |n: u32| {
+        Message::notification(
+            "notifications/resources/updated",
+            Some(&json!({"uri": "test://a", "_meta": {"n": n}})),
+        )
+    };
+    // Queued behind each other: the hub takes them in one turn.
+    r.inject(update(1)).await;
+    r.inject(update(2)).await;
+    r.answer(&read[0], json!({"contents": []})).await;
+    r.inject(update(3)).await;
+    r.sync().await;
+    let seen = |msgs: Vec<Value>| -> Vec<String> {
+        msgs.iter()
+            .map(|m| match m["params"]["_meta"]["n"].as_u64() {
+                Some(n) => format!("u{n}"),
+                None => "read".to_owned(),
+            })
+            .collect()
+    };
+    assert_eq!(seen(a.pending()), ["u1", "u2", "read", "u3"]);
+    assert_eq!(seen(b.pending()), ["u1", "u2", "u3"]);
+}

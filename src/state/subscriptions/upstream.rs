@@ -4,11 +4,10 @@
 //!
 //! Never drops a holder's key while its upstream only restarts.
 
-use std::collections::BTreeSet;
 use std::fmt::Debug;
 
 use super::{first_key, Ack, KeyState, SubEffect, SubscriptionRegistry};
-use crate::state::ids::{ClientId, SubKey, UpstreamId};
+use crate::state::ids::{SubKey, UpstreamId};
 
 impl<W: Clone + Debug> SubscriptionRegistry<W> {
     /// The upstream's session is gone (crash/restart). In-flight subscribes are failed by
@@ -85,7 +84,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         to: UpstreamId,
         error: E,
     ) -> Vec<SubEffect<W, E>> {
-        let held: Vec<(SubKey, BTreeSet<ClientId>)> = self
+        let held: Vec<(SubKey, super::HolderSet)> = self
             .by_key
             .range(first_key(from)..)
             .take_while(|(k, _)| k.upstream == from)
@@ -100,8 +99,8 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 upstream: to,
                 uri: key.uri.clone(),
             };
-            for c in &holders {
-                self.link(*c, moved.clone());
+            for c in holders.iter() {
+                self.link(c, moved.clone());
             }
             let ack = Ack::Unconfirmed;
             self.by_key.insert(moved, KeyState::Active { holders, ack });

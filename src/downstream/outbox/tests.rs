@@ -1,0 +1,154 @@
+//! The outbox's policy and its batch push, without a transport.
+
+use super::*;
+
+fn msg(kind: OutKind, text: &str) -> Outbound {
+    Outbound::new(Bytes::from(text.to_owned()), kind, None)
+}
+fn upd(uri: &str, n: u32) -> Outbound {
+    msg(
+        OutKind::Coalescible(CoalesceKey::Update(SubKey::new(
+            crate::state::ids::UpstreamId(0),
+            uri,
+        ))),
+        &format!("{uri}#{n}"),
+    )
+}
+
+#[test]
+fn queues_in_order_below_cap() {
+    let mut s = OutboxState::new(3);
+    assert_eq!(s.push(upd("a", 1)), Pushed::Queued);
+    assert_eq!(s.push(msg(OutKind::Response, "r")), Pushed::Queued);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    assert_eq!(out.len(), 2);
+    assert!(s.is_empty());
+}
+
+#[test]
+fn full_queue_coalesces_updates_per_uri_keeping_newest() {
+    let mut s = OutboxState::new(2);
+    s.push(upd("x", 0));
+    s.push(upd("y", 0));
+    assert_eq!(s.push(upd("a", 1)), Pushed::Coalesced);
+    assert_eq!(s.push(upd("b", 1)), Pushed::Coalesced);
+    assert_eq!(s.push(upd("a", 2)), Pushed::Coalesced);
+    assert_eq!(s.len(), 4);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    let texts: Vec<_> = out
+        .iter()
+        .map(|o| String::from_utf8(o.bytes.to_vec()).unwrap())
+        .collect();
+    assert_eq!(texts, vec!["x#0", "y#0", "a#2", "b#1"]);
+    assert_eq!(s.merged, 1);
+    assert_eq!(s.peak, 4);
+}
+
+#[test]
+fn full_queue_drops_plain_notifications() {
+    let mut s = OutboxState::new(1);
+    s.push(msg(OutKind::Notification, "n1"));
+    assert_eq!(s.push(msg(OutKind::Notification, "n2")), Pushed::Dropped);
+    assert_eq!(s.dropped, 1);
+}
+
+#[test]
+fn response_that_cannot_be_queued_closes() {
+    let mut s = OutboxState::new(1);
+    s.push(msg(OutKind::Notification, "n1"));
+    assert_eq!(
+        s.push(msg(OutKind::Response, "r")),
+        Pushed::Closed(CloseReason::QueueFull)
+    );
+    assert_eq!(s.push(upd("a", 1)), Pushed::Closed(CloseReason::QueueFull));
+    assert!(s.is_empty());
+}
+
+#[test]
+fn too_many_distinct_coalesced_keys_closes() {
+    let mut s = OutboxState::new(2);
+    s.push(upd("q1", 0));
+    s.push(upd("q2", 0));
+    s.push(upd("a", 0));
+    s.push(upd("b", 0));
+    assert_eq!(
+        s.push(upd("c", 0)),
+        Pushed::Closed(CloseReason::CoalesceOverflow)
+    );
+}
+
+#[test]
+fn a_batch_is_queued_in_order_under_the_same_policy() {
+    let ob = Outbox::new(3);
+    let mut batch = vec![upd("a", 1), msg(OutKind::Response, "r"), upd("a", 2)];
+    // Empty before: the writer must be woken.
+    assert_eq!(ob.push_all_deferred(&mut batch), (None, true));
+    assert!(batch.is_empty());
+    // Not empty: no wake-up is due; past the cap an update coalesces.
+    let mut more = vec![upd("b", 3)];
+    assert_eq!(ob.push_all_deferred(&mut more), (None, false));
+    assert_eq!(ob.merged(), 0);
+    let mut out = vec![];
+    ob.drain(&mut out).unwrap();
+    let texts: Vec<_> = out.iter().map(|o| o.bytes.clone()).collect();
+    assert_eq!(texts, ["a#1", "r", "a#2", "b#3"]);
+    // A response that finds the queue full closes it; the rest is not queued.
+    let mut full = vec![upd("x", 0), upd("y", 0), upd("z", 0)];
+    ob.push_all_deferred(&mut full);
+    let mut refused = vec![msg(OutKind::Response, "r2"), upd("w", 0)];
+    assert_eq!(
+        ob.push_all_deferred(&mut refused),
+        (Some(CloseReason::QueueFull), true)
+    );
+    assert!(ob.is_closed());
+}
+
+#[test]
+fn memory_stays_bounded_under_a_flood() {
+    let mut s = OutboxState::new(8);
+    for i in 0..10_000 {
+        s.push(upd(&format!("u{}", i % 4), i));
+    }
+    assert!(s.len() <= 8 + 4);
+    assert!(s.closed().is_none());
+}
+
+#[tokio::test]
+async fn outbox_wakes_the_writer() {
+    let ob = Outbox::new(4);
+    let ob2 = ob.clone();
+    let t = tokio::spawn(async move {
+        ob2.ready().await;
+        let mut out = vec![];
+        ob2.drain(&mut out).unwrap();
+        out.len()
+    });
+    ob.push(upd("a", 1));
+    assert_eq!(t.await.unwrap(), 1);
+    ob.close(CloseReason::Closed);
+    let mut out = vec![];
+    assert_eq!(ob.drain(&mut out), Err(CloseReason::Closed));
+}
+
+#[test]
+fn a_listen_update_is_tagged_once_for_every_stream_of_its_listen_id() {
+    let plain = Bytes::from_static(
+        br#"{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"x://1"}}"#,
+    );
+    let id = RawId::parse("\"listen:0\"").unwrap();
+    let o = Outbound::new(plain.clone(), OutKind::Notification, Some(id));
+    let (a, b) = (o.clone().listen_bytes(), o.listen_bytes());
+    // The same allocation: the second stream reuses the first one's tagging.
+    assert_eq!(a.as_ptr(), b.as_ptr());
+    let v: serde_json::Value = serde_json::from_slice(&a).unwrap();
+    assert_eq!(
+        v["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "listen:0"
+    );
+    assert_eq!(v["params"]["uri"], "x://1");
+    // Related to no listen: the plain bytes.
+    let p = Outbound::new(plain.clone(), OutKind::Notification, None);
+    assert_eq!(p.listen_bytes(), plain);
+}

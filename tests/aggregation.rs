@@ -1,7 +1,7 @@
 //! Several upstreams behind one endpoint (issue 4): two scripted upstreams offering
 //! the same tool names and the same URIs, merged with and without prefixes.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::*;

@@ -6,11 +6,9 @@
 //! fails, naming what is missing, when no nats-server runs. Shares its code with
 //! `examples/loadgen.rs`.
 
-mod common;
-#[path = "../examples/loadgen/mod.rs"]
-mod harness;
-#[path = "interop/harness.rs"]
-mod interop;
+use crate::common;
+use crate::harness as interop;
+use crate::loadgen as harness;
 
 use harness::client::Parse;
 use harness::scenarios::{

@@ -1,7 +1,7 @@
 //! The read cache end to end (issue 3): `mcpmux serve` in front of the scripted
 //! upstream, which counts every `resources/read` it receives.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::*;

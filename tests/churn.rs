@@ -6,7 +6,7 @@
 //!
 //! `MCPMUX_CHURN_CYCLES` overrides the number of sessions (default [`DEFAULT_CYCLES`]).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

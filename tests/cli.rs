@@ -1,7 +1,7 @@
 //! The `mcpmux check` command: resolved config on success, a non-zero exit naming the
 //! key and line on error; `-c` is `--config`.
 
-mod common;
+use crate::common;
 
 use common::*;
 use std::process::Command;

@@ -18,11 +18,9 @@
 //! check that passes directly and fails through mcpmux fails the test; no expected
 //! failures are listed for these runs (what fails directly may fail through mcpmux).
 
-mod common;
-#[path = "interop/fixture.rs"]
-mod fixture;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::fixture;
+use crate::harness;
 
 use std::process::Command;
 

@@ -1,7 +1,7 @@
 //! `mcpmux connect URL`: a stdio host reaches a running daemon through the bridge,
 //! sharing its upstream session with HTTP clients.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::*;

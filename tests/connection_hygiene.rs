@@ -10,7 +10,7 @@
 //! cannot have that many (it never skips).
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! The core over Streamable HTTP, end to end: `mcpmux serve` on 127.0.0.1:0 in front
 //! of the scripted upstream (a real child process that records what it receives).
 
-mod common;
+use crate::common;
 
 use common::http::{post, read_body, Daemon, HttpClient};
 use common::*;

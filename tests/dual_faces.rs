@@ -9,7 +9,7 @@
 //! The suite's own dual-era fixture, whose faces differ the same way, is run through
 //! mcpmux by `tests/conformance.rs`. Waits are bounded reads; no sleeps.
 
-mod common;
+use crate::common;
 
 use common::fleet::HttpUpstream;
 use common::http::{Daemon, HttpClient};

@@ -7,7 +7,7 @@
 //! Waits are on conditions (a marker update that follows, a stats count, a log line),
 //! each bounded by `EVENT_TIMEOUT`; no sleeps.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

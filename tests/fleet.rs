@@ -4,9 +4,8 @@
 //! instance and nobody else, and a killed owner replaced within the lease without
 //! losing a holder. What the upstream saw is read from its own `stats`.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::time::Instant;
 

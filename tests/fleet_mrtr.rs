@@ -6,9 +6,8 @@
 //! upstream request. After A restarts, a retry of a state it issued gets an error that
 //! says the instance is gone, at B and at the restarted A alike.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::time::Instant;
 

@@ -4,9 +4,8 @@
 //! real `nats-server`, one scripted Streamable HTTP upstream whose held reads keep the
 //! owner's read in flight; what the upstream saw is read from its own `stats`.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::time::Instant;
 

@@ -6,7 +6,7 @@
 //! hit serde_json's recursion limit of 128 as an error), and duplicate members, bad
 //! ids and invalid UTF-8 are refused with the right error class.
 
-mod common;
+use crate::common;
 
 use common::fuzz_check::{check, decode_lines, excerpt};
 use mcpmux::protocol::{Incoming, Kind, Message, ParseError};

@@ -1,7 +1,7 @@
 //! Issue 5's hostile-input table against the real daemon (with a bearer token): each
 //! input gets the documented error, and a well-behaved client is untouched after each.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::*;

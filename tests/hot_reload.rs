@@ -4,7 +4,7 @@
 //! changes nothing. What each upstream saw is read from its `stats` and its
 //! `SCRIPTED_LOG`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Instant;

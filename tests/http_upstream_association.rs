@@ -8,7 +8,7 @@
 //! Waits are on conditions (a marker update that follows on the same upstream stream,
 //! each read bounded by `EVENT_TIMEOUT`); no sleeps.
 
-mod common;
+use crate::common;
 
 use common::fleet::HttpUpstream;
 use common::http::{Daemon, HttpClient, PostStream};

@@ -2,7 +2,7 @@
 //! server (`@modelcontextprotocol/server-everything`, stdio) as the upstream.
 //!
 //! The peers are installed by `tests/interop/setup.sh` (pinned by `package-lock.json` and
-//! `python/requirements.lock`), run once per test binary by [`ensure_peers`]. The upstream
+//! `python/requirements.lock`), run once per test run by [`ensure_peers`]. The upstream
 //! is wrapped by `tests/interop/record.mjs`, which appends every line mcpmux sends to the
 //! upstream to a JSON-lines log (written before the line is forwarded), so a test can count
 //! what actually reached the server: one `initialize`, one `resources/subscribe`, one
@@ -20,8 +20,7 @@
 //! moved upstreams to another group). No fixed ports (`127.0.0.1:0`), no sleeps: every wait
 //! is on a process event, bounded by a timeout that only guards against hangs.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::time::{Duration, Instant};
 

@@ -17,9 +17,8 @@
 //! stdio` serves one client, so the stdio test has no second peer.) Waits are on
 //! conditions with generous bounds; no sleeps, no fixed ports.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -26,9 +26,8 @@
 //! request) or from `record.mjs` (stdio: every line mcpmux wrote to the server). Waits are
 //! on conditions with generous bounds; no sleeps, no fixed ports.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! `lazy = true`: the upstream is not started at boot, only when the first client
 //! initializes, and that client's handshake waits for it.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

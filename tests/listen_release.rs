@@ -4,7 +4,7 @@
 //! both the upstream gets its URI released, and another holder of another URI keeps its
 //! subscription and its updates. What the upstream holds is read from its own `stats`.
 
-mod common;
+use crate::common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};

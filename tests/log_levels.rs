@@ -6,7 +6,7 @@
 //! deliberately not asserted here: these tests look only at each client's own
 //! messages (tagged with its name in `data`).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

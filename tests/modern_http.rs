@@ -3,7 +3,7 @@
 //! table, result shape, and `subscriptions/listen` sharing one upstream subscription
 //! with legacy sessions.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::modern::{request, ModernClient, VERSION};

@@ -7,7 +7,7 @@
 //!
 //! Waits are on conditions (an event, a stats value), each bounded; no sleeps.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

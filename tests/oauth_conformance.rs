@@ -9,8 +9,7 @@
 //! reason, in `tests/interop/conformance/expected-failures.oauth-client.*.yml` (none is a
 //! required auth scenario); a listed one that passes fails the run too.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::process::Command;
 

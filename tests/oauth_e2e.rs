@@ -13,8 +13,7 @@
 //! (mode 0600), and searches every log line of `serve`, `login` and
 //! `connect` for every access and refresh token it saw: none may appear.
 
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::harness;
 
 use std::process::{Command, Stdio};
 

@@ -71,12 +71,15 @@ async fn round_trip(s: &TokenStore, server: &str) {
 /// failing on its failure.
 fn in_child(test: &str, wrap: &str, env_remove: &[&str], env_set: &[(&str, &Path)]) -> String {
     let exe = std::env::current_exe().expect("the test binary");
+    // libtest names a test by its path below the crate root: `oauth_store::<test>`.
+    let module = module_path!().split_once("::").map_or("", |(_, m)| m);
+    let test = format!("{module}::{test}");
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
         .arg(wrap)
         .arg("sh")
         .arg(exe)
-        .args(["--exact", test, "--nocapture", "--test-threads=1"])
+        .args(["--exact", &test, "--nocapture", "--test-threads=1"])
         .env(CHILD, "1");
     for k in env_remove {
         cmd.env_remove(k);

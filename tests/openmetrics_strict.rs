@@ -5,9 +5,8 @@
 //! buckets that are not cumulative, a missing `# EOF`), which the lenient Rust parser of
 //! `tests/operator_view.rs` lets through.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -3,7 +3,7 @@
 //! `/status`, the guard in front of both, and `mcpmux status` against a daemon and
 //! against nothing.
 
-mod common;
+use crate::common;
 
 use common::http::{Daemon, HttpClient};
 use common::{mcpmux_bin, scripted_config, temp_config, EVENT_TIMEOUT};

@@ -6,7 +6,7 @@
 //! and a reload of one profile's filter announced to its clients only (legacy sessions
 //! and 2026-07-28 listens).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! each with one tool only it offers (`SCRIPTED_EXTRA_TOOL`), so a tool list tells which
 //! servers a view holds.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

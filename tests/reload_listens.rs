@@ -5,7 +5,7 @@
 //! again at its new process, whose updates reach the listen. What each upstream saw is
 //! read from its `SCRIPTED_LOG` and `stats`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;

@@ -3,7 +3,7 @@
 //! scripted upstream's `SCRIPTED_LOG` records a `resources/unsubscribe` per URI), and
 //! leaves no upstream process behind.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};

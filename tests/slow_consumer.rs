@@ -22,7 +22,7 @@
 //! stalled client (its queue stays bounded, it stays connected) does not depend on
 //! the queue's size.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

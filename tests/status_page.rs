@@ -5,9 +5,8 @@
 //! upstream as up, and the holder count of a URI appears and goes on screen within
 //! 2 s of a client subscribing and leaving.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use common::http::Daemon;
 use common::scripted_config;

@@ -1,7 +1,7 @@
 //! `mcpmux stdio` end to end: a client on mcpmux's stdin/stdout, the scripted
 //! upstream as a real child process behind it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use serde_json::json;

@@ -5,7 +5,7 @@
 //! `initialize` and a `tools/call` round trip.
 #![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::process::Stdio;

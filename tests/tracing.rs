@@ -6,9 +6,8 @@
 //! two readers of one URI give one upstream read span, which the joined read links to;
 //! the two duration histograms arrive; and with tracing off nothing is exported.
 
-mod common;
-#[path = "interop/harness.rs"]
-mod harness;
+use crate::common;
+use crate::harness;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

@@ -8,7 +8,7 @@
 //! - a request that outlives `limits.request_timeout_ms` gets -32001 and the upstream
 //!   gets `notifications/cancelled`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

@@ -5,12 +5,8 @@
 //! several mcpmux instances. Both are killed on drop. The processes themselves are
 //! started by `examples/loadgen/fleet_peers.rs` (shared with loadgen's `fleet`
 //! scenario); this adds the tests' panicking constructors.
-#![allow(dead_code)]
 
-// tests/bench_smoke.rs loads this file a second time, inside the loadgen harness.
-#[allow(clippy::duplicate_mod)]
-#[path = "../../examples/loadgen/fleet_peers.rs"]
-mod peers;
+use crate::loadgen::fleet_peers as peers;
 
 pub use peers::{HttpUpstream, Nats};
 

@@ -12,7 +12,6 @@
 //! then fail as absent or invalid params.
 //!
 //! Only depends on crates both the fuzz crate and the main crate's tests have.
-#![allow(dead_code)]
 
 use bytes::BytesMut;
 use mcpmux::protocol::codec::{Frame, JsonLines};

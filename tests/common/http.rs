@@ -1,6 +1,5 @@
 //! A minimal Streamable HTTP MCP client for tests, and a helper that starts
 //! `mcpmux serve` on `127.0.0.1:0` and reads its listening line.
-#![allow(dead_code)]
 
 use std::pin::Pin;
 use std::process::Stdio;
@@ -230,15 +229,6 @@ impl HttpClient {
             .await
             .expect("timed out waiting for an event")
             .expect("GET stream ended")
-    }
-
-    /// Messages already received on the GET stream, without waiting.
-    pub fn received(&mut self) -> Vec<Value> {
-        let mut out = vec![];
-        while let Ok(v) = self.events.try_recv() {
-            out.push(v);
-        }
-        out
     }
 
     /// Every message on the GET stream before the first whose method is `marker` (read

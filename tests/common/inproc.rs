@@ -1,7 +1,6 @@
 //! mcpmux run in-process: the core and the Streamable HTTP server on `127.0.0.1:0`
 //! inside the test's own runtime, so a test can read the hub's `HubStats` (the sizes
 //! of its tables) while talking to it over real HTTP.
-#![allow(dead_code)]
 
 use std::time::{Duration, Instant};
 

@@ -1,6 +1,5 @@
 //! Shared helpers for integration tests: temporary config files, the scripted
 //! upstream's path, and a line-JSON client for `mcpmux stdio`.
-#![allow(dead_code)] // Each test binary uses a different subset.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -17,7 +16,7 @@ pub const EVENT_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// The `scripted-upstream` binary of this workspace (a member of its own, so
 /// `cargo install mcpmux` never installs it). `cargo test` at the top builds it with
-/// everything else; a narrower `cargo test --test X` may not, so it is built here on
+/// everything else; a narrower `cargo test --test integration` may not, so it is built here on
 /// first use when it is missing or older than its sources.
 pub fn scripted_upstream() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
@@ -107,7 +106,8 @@ pub fn tool_output(name: &str, response: &Value) -> Value {
 
 /// A client speaking newline-delimited JSON-RPC to a child process.
 pub struct LineClient {
-    pub child: Child,
+    /// Held so that dropping the client kills the process (`kill_on_drop`).
+    _child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
@@ -128,7 +128,7 @@ impl LineClient {
         let stdin = child.stdin.take().unwrap();
         let lines = BufReader::new(child.stdout.take().unwrap()).lines();
         LineClient {
-            child,
+            _child: child,
             stdin,
             lines,
             next_id: 0,

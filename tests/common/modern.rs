@@ -1,6 +1,5 @@
 //! A minimal 2026-07-28 client for tests: stateless POSTs with the era's `_meta` and
 //! headers, answered as JSON or read event by event as SSE (`subscriptions/listen`).
-#![allow(dead_code)]
 
 use std::pin::Pin;
 

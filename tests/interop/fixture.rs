@@ -2,7 +2,6 @@
 //! the conformance repository under `tests/interop/conformance/fixtures/<tag>/` with its
 //! licence) run by `tsx` on a free loopback port, and the comparison of one suite run
 //! against a fixture directly with the same run through mcpmux.
-#![allow(dead_code)]
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{BufRead, BufReader};

@@ -1,8 +1,7 @@
-//! The interop harness shared by the interop test binaries: installs the pinned peers
+//! The interop harness shared by the interop tests: installs the pinned peers
 //! (`setup.sh`), starts `mcpmux serve` and server-everything (stdio through record.mjs, or
 //! Streamable HTTP on a free port), runs peer scripts bounded in time, and reads what the
 //! upstream received. See `tests/interop.rs` for the facts the tests lean on.
-#![allow(dead_code)]
 
 use std::fs::{self, File};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -31,7 +30,7 @@ pub fn interop_dir() -> PathBuf {
     manifest_dir().join("tests").join("interop")
 }
 
-/// Runs `tests/interop/setup.sh` once per test binary; every caller fails with its output
+/// Runs `tests/interop/setup.sh` once per test process; every caller fails with its output
 /// if it failed.
 pub fn ensure_peers() {
     static SETUP: OnceLock<Result<(), String>> = OnceLock::new();

@@ -78,7 +78,7 @@ if [ "${#lacking[@]}" -gt 0 ]; then
   exit 1
 fi
 
-# One installer at a time (cargo may run this from several test binaries at once).
+# One installer at a time (two test runs, or a test run and a benchmark, may start it at once).
 exec 9>"$here/.setup.lock"
 if command -v flock >/dev/null 2>&1; then
   flock 9

@@ -1,0 +1,60 @@
+//! The integration tests, built as one test binary: each `tests/<area>.rs` is a module
+//! here. `cargo test` runs test binaries one after another, so one binary lets the slow
+//! tests (the ones that wait on Node peers, NATS or the conformance suite) run side by side
+//! with the rest, and links the crate into one executable rather than forty. Run one
+//! area with `cargo test --test integration <area>::`.
+//!
+//! Shared by the areas: `common` (configs, the scripted upstream, clients), the interop
+//! `harness` and the conformance `fixture` (under `tests/interop/`), and the load
+//! generator's library (`examples/loadgen/`) for the benchmark smoke test.
+
+mod common;
+#[path = "interop/fixture.rs"]
+mod fixture;
+#[path = "interop/harness.rs"]
+mod harness;
+#[path = "../examples/loadgen/mod.rs"]
+mod loadgen;
+
+mod aggregation;
+mod bench_smoke;
+mod cache;
+mod churn;
+mod cli;
+mod conformance;
+mod connect_bridge;
+mod connection_hygiene;
+mod core_http;
+mod dual_faces;
+mod fidelity;
+mod fleet;
+mod fleet_mrtr;
+mod fleet_owner_killed;
+mod fuzz_corpus;
+mod hostile_table;
+mod hot_reload;
+mod http_upstream_association;
+mod import;
+mod interop;
+mod interop_modern;
+mod interop_modern_upstream;
+mod lazy_upstream;
+mod listen_release;
+mod log_levels;
+mod modern_http;
+mod modern_upstream;
+mod oauth_conformance;
+mod oauth_e2e;
+mod oauth_store;
+mod openmetrics_strict;
+mod operator_view;
+mod profiles;
+mod profiles_import;
+mod reload_listens;
+mod shutdown;
+mod slow_consumer;
+mod status_page;
+mod stdio_mode;
+mod stdio_pipes;
+mod tracing;
+mod upstream_faults;

@@ -58,3 +58,27 @@ mod stdio_mode;
 mod stdio_pipes;
 mod tracing;
 mod upstream_faults;
+
+/// Every `tests/<area>.rs` is declared above: with `autotests = false` cargo builds no
+/// test file on its own, so a file left out here would never run.
+#[test]
+fn every_test_file_is_a_module_of_this_binary() {
+    let declared = include_str!("integration.rs");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut missing = vec![];
+    for entry in std::fs::read_dir(&dir).expect("read tests/") {
+        let path = entry.expect("a tests/ entry").path();
+        let Some(stem) = path.file_stem().and_then(|s| s.to_str()) else {
+            continue;
+        };
+        let is_rs = path.extension().is_some_and(|e| e == "rs");
+        if is_rs && stem != "integration" && !declared.contains(&format!("\nmod {stem};\n")) {
+            missing.push(format!("tests/{stem}.rs"));
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "not modules of tests/integration.rs, so never run: {}",
+        missing.join(", ")
+    );
+}

@@ -7,8 +7,10 @@
 //! "Slow clients"):
 //! - while the queue is below `cap`, everything is queued in order;
 //! - when it is full, coalescible notifications (`notifications/resources/updated` per
-//!   URI, `*/list_changed` per method) go to a side map that keeps one entry per key,
-//!   the newest; other notifications (progress, logs) are dropped and counted;
+//!   URI, `*/list_changed` per method) go to a side map that keeps one entry per key
+//!   and recipient (the listen a message is `related` to, on an outbox a stdio
+//!   connection's clients share), the newest; other notifications (progress, logs) are
+//!   dropped and counted;
 //! - a response or a server→client request that cannot be queued, or a side map that
 //!   grows past `cap` distinct keys, closes the outbox: the hub then disconnects the
 //!   client with the returned reason.
@@ -55,8 +57,8 @@ impl OutKind {
     }
 }
 
-/// What a coalescible notification is about: two pending entries with equal keys say
-/// the same thing, so under pressure only the newest is kept.
+/// What a coalescible notification is about: two pending entries with equal keys for
+/// the same recipient say the same thing, so under pressure only the newest is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CoalesceKey {
     /// A `*/list_changed` notification, by its method.
@@ -229,9 +231,14 @@ impl OutboxState {
                     Pushed::Dropped
                 }
                 OutKind::Coalescible(key) => {
-                    let key = key.clone();
-                    let same =
-                        |o: &Outbound| matches!(&o.kind, OutKind::Coalescible(k) if *k == key);
+                    // Same key and same recipient: on an outbox several clients share
+                    // (a stdio connection's session and its listens) each copy names
+                    // its listen in `related` (a session's copy names none).
+                    let (key, related) = (key.clone(), msg.related.clone());
+                    let same = |o: &Outbound| {
+                        o.related == related
+                            && matches!(&o.kind, OutKind::Coalescible(k) if *k == key)
+                    };
                     if let Some(slot) = self.coalesced.iter_mut().find(|o| same(o)) {
                         *slot = msg;
                         self.merged += 1;

@@ -152,3 +152,48 @@ fn a_listen_update_is_tagged_once_for_every_stream_of_its_listen_id() {
     let p = Outbound::new(plain.clone(), OutKind::Notification, None);
     assert_eq!(p.listen_bytes(), plain);
 }
+
+/// On an outbox several clients share (a stdio connection's session and its listens),
+/// each holder's copy of an update is its own pending entry: one recipient's copy must
+/// neither replace nor be swallowed by another's.
+#[test]
+fn full_shared_queue_coalesces_per_recipient() {
+    let key = || {
+        OutKind::Coalescible(CoalesceKey::Update(SubKey::new(
+            crate::state::ids::UpstreamId(0),
+            "x",
+        )))
+    };
+    let to = |related: Option<u64>, n: u32| {
+        Outbound::new(
+            Bytes::from(format!("x#{n}")),
+            key(),
+            related.map(RawId::from_u64),
+        )
+    };
+    let mut s = OutboxState::new(1);
+    s.push(to(None, 0));
+    // The newest queued message is the session's copy: the listen's is still kept.
+    assert_eq!(s.push(to(Some(7), 1)), Pushed::Coalesced);
+    // The session's next copy is already said by its queued one, and leaves the
+    // listen's pending copy alone...
+    assert_eq!(s.push(to(None, 2)), Pushed::Coalesced);
+    // ...and the listen's next copy replaces only its own.
+    assert_eq!(s.push(to(Some(7), 3)), Pushed::Coalesced);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    let got: Vec<_> = out
+        .iter()
+        .map(|o| {
+            let text = String::from_utf8(o.bytes.to_vec()).unwrap();
+            (o.related.as_ref().map(|r| r.as_json().to_owned()), text)
+        })
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (None, "x#0".to_owned()),
+            (Some("7".to_owned()), "x#3".to_owned()),
+        ]
+    );
+}

@@ -9,17 +9,15 @@
 /// # Errors
 /// The command could not be started.
 pub fn open(url: &str) -> Result<(), String> {
-    let mut cmd = match std::env::var("BROWSER")
-        .ok()
-        .filter(|b| !b.trim().is_empty())
-    {
-        Some(b) => {
-            // `$BROWSER` may list several commands separated by `:`; the first is used.
-            let first = b.split(':').next().unwrap_or_default().to_owned();
-            let mut words = first
-                .split_whitespace()
-                .map(str::to_owned)
-                .collect::<Vec<_>>();
+    // `$BROWSER` may list several commands separated by `:`; the first that names one
+    // is used (an empty entry, as in `:firefox`, is skipped).
+    let browser = std::env::var("BROWSER").ok().and_then(|b| {
+        b.split(':')
+            .map(|c| c.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .find(|words| !words.is_empty())
+    });
+    let mut cmd = match browser {
+        Some(mut words) => {
             let program = words.remove(0);
             let mut c = tokio::process::Command::new(program);
             if words.iter().any(|w| w.contains("%s")) {

@@ -3,7 +3,9 @@
 //! either `http://127.0.0.1:PORT/callback` on a listener of its own, on a port the OS
 //! picks (or the one a stored registration names), or, for `serve` on a loopback
 //! listener, `/oauth/callback` on the daemon's own listener ([`DaemonCallback`]: the
-//! daemon's HTTP layer hands it each request, matched to its login by `state`).
+//! daemon's HTTP layer hands it each request, matched to its login by `state`). Either
+//! way only an answer with the login's `state` reaches it: any other request (a stray
+//! page's, a local process's) gets the failure page and the login keeps waiting.
 //!
 //! Owns its listener (or its `state` entry) for the length of one login. Never logs
 //! the code; never binds anything but 127.0.0.1.
@@ -88,6 +90,8 @@ pub struct Callback {
     pub redirect_uri: String,
     rx: mpsc::Receiver<CallbackAnswer>,
     _server: Option<AbortOnDropHandle<()>>,
+    /// On a listener of its own: the `state` this login waits for (set by `expect`).
+    own_state: Arc<OnceLock<String>>,
     /// On the daemon's listener: the route and the `state` this login waits for.
     daemon: Option<(
         Arc<DaemonCallback>,
@@ -113,16 +117,19 @@ impl Callback {
             redirect_uri,
             rx,
             _server: None,
+            own_state: Arc::default(),
             daemon: Some((d.clone(), tx, None)),
         })
     }
 
-    /// Waits for the answer to the request with this `state` (a daemon's route
-    /// routes by it; a listener of its own takes any answer and the login checks it).
+    /// Waits for the answer to the request with this `state`: only a request that
+    /// carries it reaches [`Callback::answer`].
     pub fn expect(&mut self, state: &str) {
         if let Some((d, tx, st)) = &mut self.daemon {
             d.lock().insert(state.to_owned(), tx.clone());
             *st = Some(state.to_owned());
+        } else {
+            let _ = self.own_state.set(state.to_owned());
         }
     }
 
@@ -141,9 +148,10 @@ impl Callback {
             .local_addr()
             .map_err(|e| OAuthError::Flow(format!("cannot bind the loopback callback: {e}")))?;
         let (tx, rx) = mpsc::channel(4);
+        let own_state: Arc<OnceLock<String>> = Arc::default();
         let app = axum::Router::new()
             .route(CALLBACK_PATH, axum::routing::get(on_callback))
-            .with_state(tx);
+            .with_state((tx, own_state.clone()));
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
@@ -151,6 +159,7 @@ impl Callback {
             redirect_uri: format!("http://127.0.0.1:{}{CALLBACK_PATH}", addr.port()),
             rx,
             _server: Some(AbortOnDropHandle::new(server)),
+            own_state,
             daemon: None,
         })
     }
@@ -170,10 +179,13 @@ impl Callback {
 }
 
 async fn on_callback(
-    State(tx): State<mpsc::Sender<CallbackAnswer>>,
+    State((tx, expected)): State<(mpsc::Sender<CallbackAnswer>, Arc<OnceLock<String>>)>,
     uri: Uri,
 ) -> Html<&'static str> {
     let a = parse_answer(uri.query().unwrap_or_default());
+    if expected.get().is_none() || a.state.as_ref() != expected.get() {
+        return Html(FAILED_PAGE);
+    }
     let failed = a.error.is_some() || a.code.is_none();
     let _ = tx.try_send(a);
     Html(if failed { FAILED_PAGE } else { DONE_PAGE })
@@ -225,17 +237,32 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_listener_of_its_own_answers_on_a_loopback_port() {
+    async fn a_listener_of_its_own_answers_on_a_loopback_port_for_its_state_only() {
         let mut cb = Callback::bind(0).await.unwrap();
         assert!(Callback::port_of(&cb.redirect_uri).is_some_and(|p| p != 0));
-        let body = reqwest::get(format!("{}?error=access_denied&state=x", cb.redirect_uri))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        cb.expect("x");
+        let get = |query: &'static str| {
+            let url = format!("{}?{query}", cb.redirect_uri);
+            async move { reqwest::get(url).await.unwrap().text().await.unwrap() }
+        };
+        // Requests without the login's state (a stray page's, a local process's) are
+        // turned away and do not end the login.
+        for stray in [
+            "code=c",
+            "code=c&state=other",
+            "error=access_denied&state=y",
+        ] {
+            let body = get(stray).await;
+            assert!(body.contains("did not complete"), "{stray}: {body}");
+        }
+        let body = get("error=access_denied&state=x").await;
         assert!(body.contains("did not complete"), "{body}");
         let a = cb.answer().await.unwrap();
+        assert_eq!(
+            a.state.as_deref(),
+            Some("x"),
+            "the first answer is the login's own"
+        );
         assert_eq!(a.error.as_deref(), Some("access_denied"));
     }
 }

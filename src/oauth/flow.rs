@@ -180,7 +180,7 @@ fn grant_from(
     asked: &[String],
 ) -> Grant {
     let now = now_secs();
-    let expires_at = tok.expires_in().map(|d| now + d.as_secs());
+    let expires_at = tok.expires_in().map(|d| now.saturating_add(d.as_secs()));
     let scope = match tok.scopes() {
         Some(s) => Some(s.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(" ")),
         None if asked.is_empty() => None,

@@ -251,7 +251,7 @@ fn origin(url: &Url) -> String {
 
 /// Whether the PRM's `resource` covers the server URL: same origin, and the server's
 /// path is the resource's path or below it.
-fn resource_covers(resource: &str, server_url: &Url) -> bool {
+pub fn resource_covers(resource: &str, server_url: &Url) -> bool {
     let Ok(r) = Url::parse(resource) else {
         return false;
     };

@@ -140,9 +140,34 @@ pub async fn exchange(
 /// # Errors
 /// No refresh token, or the token endpoint refused (the refresh token was revoked or
 /// expired: a new login is needed).
-pub async fn refresh(http: &reqwest::Client, grant: &Grant) -> Result<Grant, OAuthError> {
+/// Why a refresh did not give a token.
+#[derive(Debug)]
+pub enum RefreshError {
+    /// The authorization server answered with an OAuth error (`invalid_grant`, say):
+    /// this grant will not be refreshed; only a login helps.
+    Refused(OAuthError),
+    /// No answer, or one that is not an OAuth error (the network, a 5xx, a timeout):
+    /// the same refresh token may work later.
+    Unreachable(OAuthError),
+}
+
+impl std::fmt::Display for RefreshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefreshError::Refused(e) | RefreshError::Unreachable(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Exchanges the grant's refresh token for a new grant.
+///
+/// # Errors
+/// [`RefreshError`]: refused by the authorization server, or not answered.
+pub async fn refresh(http: &reqwest::Client, grant: &Grant) -> Result<Grant, RefreshError> {
     let Some(rt) = &grant.refresh_token else {
-        return Err(OAuthError::Flow("no refresh token".into()));
+        return Err(RefreshError::Refused(OAuthError::Flow(
+            "no refresh token".into(),
+        )));
     };
     // The authorization URL is not used by a refresh; the token URL stands in.
     let c = client(
@@ -150,14 +175,22 @@ pub async fn refresh(http: &reqwest::Client, grant: &Grant) -> Result<Grant, OAu
         &grant.token_endpoint,
         &grant.token_endpoint,
         None,
-    )?;
+    )
+    .map_err(RefreshError::Refused)?;
     let rt = RefreshToken::new(rt.clone());
     let tok = c
         .exchange_refresh_token(&rt)
         .add_extra_param("resource", grant.resource.clone())
         .request_async(http)
         .await
-        .map_err(|e| OAuthError::Flow(format!("the refresh failed: {}", describe(&e))))?;
+        .map_err(|e| {
+            let why = OAuthError::Flow(format!("the refresh failed: {}", describe(&e)));
+            if matches!(e, oauth2::RequestTokenError::ServerResponse(_)) {
+                RefreshError::Refused(why)
+            } else {
+                RefreshError::Unreachable(why)
+            }
+        })?;
     let asked: Vec<String> = super::challenge::split_scopes(grant.scope.as_deref());
     Ok(grant_from(
         &tok,

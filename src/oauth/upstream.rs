@@ -49,7 +49,9 @@ pub enum Prepared {
     Ready,
     /// Only a login helps; the reason names the command.
     NeedsLogin(String),
-    /// Logging in again will not help (the step-up limit).
+    /// No session now: the step-up limit was reached (until `mcpmux login` stores a new
+    /// login), or the authorization server did not answer a refresh (the grant is
+    /// kept). The upstream's restart backoff decides when to try again.
     Failed(String),
 }
 
@@ -93,6 +95,9 @@ struct AuthState {
     login_for: Option<Challenge>,
     /// Step-up logins per challenged scope.
     step_ups: HashMap<String, u32>,
+    /// A scope reached [`MAX_STEP_UPS`]: only a login stored by `mcpmux login` (a token
+    /// other than the current one) starts the count over.
+    step_ups_exhausted: bool,
     /// Whether `serve` already opened the browser for the current need.
     auto_login_tried: bool,
     /// The current grant could not be refreshed: do not try again on a timer.
@@ -187,8 +192,14 @@ impl UpstreamAuth {
 
     /// Refreshes the token now; `false` when that failed (the next 401 decides).
     pub async fn refresh_now(&self) -> bool {
+        self.refresh().await.is_ok()
+    }
+
+    async fn refresh(&self) -> Result<(), flow::RefreshError> {
         let Some(grant) = self.lock().grant.clone() else {
-            return false;
+            return Err(flow::RefreshError::Refused(super::OAuthError::Flow(
+                "no token".into(),
+            )));
         };
         match flow::refresh(&self.http, &grant).await {
             Ok(fresh) => {
@@ -199,12 +210,12 @@ impl UpstreamAuth {
                 let mut st = self.lock();
                 st.grant = Some(fresh);
                 st.refresh_failed = false;
-                true
+                Ok(())
             }
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "token refresh failed");
                 self.lock().refresh_failed = true;
-                false
+                Err(e)
             }
         }
     }
@@ -213,10 +224,21 @@ impl UpstreamAuth {
     /// last challenge without a person if it can (a refresh).
     pub async fn prepare(&self) -> Prepared {
         if !self.lock().loaded {
-            let stored = self.load_stored().await;
+            let stored = self.load_stored(true).await;
             let mut st = self.lock();
             st.grant = stored;
             st.loaded = true;
+        }
+        if self.lock().step_ups_exhausted {
+            if let Some(g) = self.load_stored(false).await {
+                if self.bearer().as_deref() != Some(g.access_token.as_str()) {
+                    tracing::info!(upstream = %self.name, "a new login was stored: step-ups start over");
+                    self.install(g);
+                    let mut st = self.lock();
+                    st.step_ups.clear();
+                    st.step_ups_exhausted = false;
+                }
+            }
         }
         let challenge = self.lock().challenge.take();
         let Some(ch) = challenge else {
@@ -231,6 +253,7 @@ impl UpstreamAuth {
             let n = st.step_ups.entry(key.clone()).or_default();
             *n += 1;
             if *n > MAX_STEP_UPS {
+                st.step_ups_exhausted = true;
                 return Prepared::Failed(format!(
                     "the server keeps refusing the token for want of scope {key:?} after {MAX_STEP_UPS} step-up logins; not asking again (run `mcpmux login {}` to retry)",
                     self.name
@@ -251,8 +274,18 @@ impl UpstreamAuth {
                     true
                 }
             };
-            if same_issuer && g.refresh_token.is_some() && self.refresh_now().await {
-                return Prepared::Ready;
+            if same_issuer && g.refresh_token.is_some() {
+                match self.refresh().await {
+                    Ok(()) => return Prepared::Ready,
+                    // Keep the grant: its refresh token may work once the authorization
+                    // server answers (the next session gets the 401 again and retries).
+                    Err(flow::RefreshError::Unreachable(e)) => {
+                        return Prepared::Failed(format!(
+                            "the server refused the access token and it could not be refreshed ({e}); trying again"
+                        ));
+                    }
+                    Err(flow::RefreshError::Refused(_)) => {}
+                }
             }
             let mut st = self.lock();
             st.refused = Some(g.access_token);
@@ -314,7 +347,7 @@ impl UpstreamAuth {
                     running = Some(attempt());
                 }
                 _ = tokio::time::sleep(STORE_POLL) => {
-                    if let Some(g) = self.load_stored().await {
+                    if let Some(g) = self.load_stored(false).await {
                         if !stale.contains(&g.access_token) {
                             tracing::info!(upstream = %self.name, "a new login was stored");
                             return self.install(g);
@@ -344,14 +377,28 @@ impl UpstreamAuth {
         st.challenge = None;
     }
 
-    async fn load_stored(&self) -> Option<Grant> {
-        match self.store.load_grant(&self.name).await {
-            Ok(g) => g,
+    /// The stored login of this server's name, when it was issued for this server's
+    /// URL (a login kept from before the config pointed the name elsewhere, or from
+    /// another config's server of the same name, is not sent there). `loud`: say why a
+    /// stored login is not used at warn level (else debug: the wait re-reads it).
+    async fn load_stored(&self, loud: bool) -> Option<Grant> {
+        let g = match self.store.load_grant(&self.name).await {
+            Ok(g) => g?,
             Err(e) => {
                 tracing::warn!(upstream = %self.name, error = %e, "cannot read the token store");
-                None
+                return None;
             }
+        };
+        if discovery::resource_covers(&g.resource, &self.url) {
+            return Some(g);
         }
+        let why = "the stored login is for another URL: not using it";
+        if loud {
+            tracing::warn!(upstream = %self.name, resource = %g.resource, url = %self.url, "{why} (run `mcpmux login {}`)", self.name);
+        } else {
+            tracing::debug!(upstream = %self.name, resource = %g.resource, url = %self.url, "{why}");
+        }
+        None
     }
 
     fn needs_login_reason(&self, why: &str) -> String {
@@ -366,119 +413,4 @@ impl UpstreamAuth {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::{AuthConfig, TokenStoreKind};
-    use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
-
-    fn auth() -> Arc<UpstreamAuth> {
-        let dir = std::env::temp_dir().join(format!(
-            "mcpmux-upauth-{}-{:?}",
-            std::process::id(),
-            std::thread::current().id()
-        ));
-        let store = TokenStore::new(&AuthConfig {
-            store: TokenStoreKind::File,
-            store_dir: Some(dir),
-        })
-        .unwrap();
-        let url = Url::parse("https://mcp.example/mcp").unwrap();
-        UpstreamAuth::new(
-            "up",
-            url,
-            OAuthServerConfig::default(),
-            Arc::new(store),
-            None,
-        )
-    }
-
-    fn challenge(status: u16, value: &str) -> (StatusCode, HeaderMap) {
-        let mut h = HeaderMap::new();
-        h.insert(WWW_AUTHENTICATE, HeaderValue::from_str(value).unwrap());
-        (StatusCode::from_u16(status).unwrap(), h)
-    }
-
-    #[tokio::test]
-    async fn a_401_without_tokens_needs_a_login_naming_the_command() {
-        let a = auth();
-        assert_eq!(
-            a.prepare().await,
-            Prepared::Ready,
-            "no challenge yet: try without a token"
-        );
-        let mut seen = a.challenges();
-        seen.mark_unchanged();
-        let (s, h) = challenge(401, r#"Bearer resource_metadata="https://mcp.example/prm""#);
-        assert!(a.observe(s, &h));
-        assert!(seen.has_changed().unwrap(), "a challenge ends the session");
-        match a.prepare().await {
-            Prepared::NeedsLogin(r) => assert!(r.contains("run `mcpmux login up`"), "{r}"),
-            other => panic!("{other:?}"),
-        }
-        assert!(!a.observe(StatusCode::OK, &HeaderMap::new()));
-        assert!(
-            !a.observe(StatusCode::FORBIDDEN, &HeaderMap::new()),
-            "a plain 403 is no challenge"
-        );
-    }
-
-    #[tokio::test]
-    async fn step_ups_for_one_scope_stop_after_the_limit() {
-        let a = auth();
-        for n in 1..=MAX_STEP_UPS {
-            let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
-            a.observe(s, &h);
-            assert!(
-                matches!(a.prepare().await, Prepared::NeedsLogin(_)),
-                "step-up {n}"
-            );
-        }
-        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
-        a.observe(s, &h);
-        match a.prepare().await {
-            Prepared::Failed(r) => assert!(r.contains("admin"), "{r}"),
-            other => panic!("{other:?}"),
-        }
-        // Another scope still gets its step-ups.
-        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="write""#);
-        a.observe(s, &h);
-        assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
-    }
-
-    #[tokio::test]
-    async fn refresh_timing_follows_the_token_lifetime() {
-        let a = auth();
-        assert_eq!(a.refresh_in(), None, "no token, no refresh");
-        let now = flow::now_secs();
-        let grant = |lifetime: u64, refresh: bool| Grant {
-            resource: "https://mcp.example/mcp".into(),
-            issuer: "https://as".into(),
-            token_endpoint: "https://as/token".into(),
-            client: super::super::Registration {
-                client_id: "c".into(),
-                client_secret: None,
-                auth_method: "none".into(),
-                redirect_uri: None,
-            },
-            access_token: "a".into(),
-            refresh_token: refresh.then(|| "r".into()),
-            expires_at: Some(now + lifetime),
-            issued_at: Some(now),
-            scope: None,
-        };
-        a.install(grant(3600, true));
-        let d = a.refresh_in().unwrap();
-        assert!(
-            d <= Duration::from_secs(3600 - 60) && d >= Duration::from_secs(3600 - 62),
-            "{d:?}"
-        );
-        a.install(grant(10, true));
-        let d = a.refresh_in().unwrap();
-        assert!(
-            d <= Duration::from_secs(8) && d >= Duration::from_secs(6),
-            "a third of 10 s: {d:?}"
-        );
-        a.install(grant(10, false));
-        assert_eq!(a.refresh_in(), None, "nothing to refresh with");
-    }
-}
+mod tests;

@@ -1,0 +1,243 @@
+//! The OAuth state of one upstream: challenges, step-ups, refresh timing and failures,
+//! and which stored login it takes.
+
+use super::*;
+use crate::config::{AuthConfig, TokenStoreKind};
+use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
+
+fn auth() -> Arc<UpstreamAuth> {
+    auth_at("https://mcp.example/mcp")
+}
+
+/// An upstream `up` at `url`, with a file store of its own (per test thread).
+fn auth_at(url: &str) -> Arc<UpstreamAuth> {
+    let dir = std::env::temp_dir().join(format!(
+        "mcpmux-upauth-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let store = TokenStore::new(&AuthConfig {
+        store: TokenStoreKind::File,
+        store_dir: Some(dir),
+    })
+    .unwrap();
+    UpstreamAuth::new(
+        "up",
+        Url::parse(url).unwrap(),
+        OAuthServerConfig::default(),
+        Arc::new(store),
+        None,
+    )
+}
+
+/// A grant for `resource` with this access token, a refresh token, and a token
+/// endpoint at `token_endpoint`.
+fn grant_for(resource: &str, access: &str, token_endpoint: &str) -> Grant {
+    let now = flow::now_secs();
+    Grant {
+        resource: resource.into(),
+        issuer: "https://as".into(),
+        token_endpoint: token_endpoint.into(),
+        client: super::super::Registration {
+            client_id: "c".into(),
+            client_secret: None,
+            auth_method: "none".into(),
+            redirect_uri: None,
+        },
+        access_token: access.into(),
+        refresh_token: Some("r".into()),
+        expires_at: Some(now + 3600),
+        issued_at: Some(now),
+        scope: None,
+    }
+}
+
+fn challenge(status: u16, value: &str) -> (StatusCode, HeaderMap) {
+    let mut h = HeaderMap::new();
+    h.insert(WWW_AUTHENTICATE, HeaderValue::from_str(value).unwrap());
+    (StatusCode::from_u16(status).unwrap(), h)
+}
+
+#[tokio::test]
+async fn a_401_without_tokens_needs_a_login_naming_the_command() {
+    let a = auth();
+    assert_eq!(
+        a.prepare().await,
+        Prepared::Ready,
+        "no challenge yet: try without a token"
+    );
+    let mut seen = a.challenges();
+    seen.mark_unchanged();
+    let (s, h) = challenge(401, r#"Bearer resource_metadata="https://mcp.example/prm""#);
+    assert!(a.observe(s, &h));
+    assert!(seen.has_changed().unwrap(), "a challenge ends the session");
+    match a.prepare().await {
+        Prepared::NeedsLogin(r) => assert!(r.contains("run `mcpmux login up`"), "{r}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(!a.observe(StatusCode::OK, &HeaderMap::new()));
+    assert!(
+        !a.observe(StatusCode::FORBIDDEN, &HeaderMap::new()),
+        "a plain 403 is no challenge"
+    );
+}
+
+#[tokio::test]
+async fn step_ups_for_one_scope_stop_after_the_limit() {
+    let a = auth();
+    for n in 1..=MAX_STEP_UPS {
+        let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+        a.observe(s, &h);
+        assert!(
+            matches!(a.prepare().await, Prepared::NeedsLogin(_)),
+            "step-up {n}"
+        );
+    }
+    let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+    a.observe(s, &h);
+    match a.prepare().await {
+        Prepared::Failed(r) => assert!(r.contains("admin"), "{r}"),
+        other => panic!("{other:?}"),
+    }
+    // Another scope still gets its step-ups.
+    let (s, h) = challenge(403, r#"Bearer error="insufficient_scope", scope="write""#);
+    a.observe(s, &h);
+    assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
+}
+
+#[tokio::test]
+async fn refresh_timing_follows_the_token_lifetime() {
+    let a = auth();
+    assert_eq!(a.refresh_in(), None, "no token, no refresh");
+    let now = flow::now_secs();
+    let grant = |lifetime: u64, refresh: bool| Grant {
+        resource: "https://mcp.example/mcp".into(),
+        issuer: "https://as".into(),
+        token_endpoint: "https://as/token".into(),
+        client: super::super::Registration {
+            client_id: "c".into(),
+            client_secret: None,
+            auth_method: "none".into(),
+            redirect_uri: None,
+        },
+        access_token: "a".into(),
+        refresh_token: refresh.then(|| "r".into()),
+        expires_at: Some(now + lifetime),
+        issued_at: Some(now),
+        scope: None,
+    };
+    a.install(grant(3600, true));
+    let d = a.refresh_in().unwrap();
+    assert!(
+        d <= Duration::from_secs(3600 - 60) && d >= Duration::from_secs(3600 - 62),
+        "{d:?}"
+    );
+    a.install(grant(10, true));
+    let d = a.refresh_in().unwrap();
+    assert!(
+        d <= Duration::from_secs(8) && d >= Duration::from_secs(6),
+        "a third of 10 s: {d:?}"
+    );
+    a.install(grant(10, false));
+    assert_eq!(a.refresh_in(), None, "nothing to refresh with");
+}
+
+#[tokio::test]
+async fn a_stored_login_is_used_only_for_the_url_it_was_issued_for() {
+    let a = auth();
+    let other = grant_for(
+        "https://other.example/mcp",
+        "other-token",
+        "https://as/token",
+    );
+    a.store.save_grant("up", &other).await.unwrap();
+    assert_eq!(a.prepare().await, Prepared::Ready);
+    assert_eq!(a.bearer(), None, "a login for another URL is not sent here");
+
+    let b = auth();
+    let own = grant_for("https://mcp.example", "own-token", "https://as/token");
+    b.store.save_grant("up", &own).await.unwrap();
+    assert_eq!(b.prepare().await, Prepared::Ready);
+    assert_eq!(
+        b.bearer().as_deref(),
+        Some("own-token"),
+        "the origin covers /mcp"
+    );
+}
+
+#[tokio::test]
+async fn after_the_step_up_limit_a_stored_login_starts_over() {
+    let a = auth();
+    let step_up = || challenge(403, r#"Bearer error="insufficient_scope", scope="admin""#);
+    for _ in 0..=MAX_STEP_UPS {
+        let (s, h) = step_up();
+        a.observe(s, &h);
+        a.prepare().await;
+    }
+    assert!(
+        matches!(a.prepare().await, Prepared::Ready),
+        "no challenge pending"
+    );
+    let (s, h) = step_up();
+    a.observe(s, &h);
+    assert!(
+        matches!(a.prepare().await, Prepared::Failed(_)),
+        "still over"
+    );
+    // `mcpmux login up` stores a new login: the count starts over.
+    let fresh = grant_for("https://mcp.example/mcp", "fresh", "https://as/token");
+    a.store.save_grant("up", &fresh).await.unwrap();
+    assert_eq!(a.prepare().await, Prepared::Ready);
+    assert_eq!(a.bearer().as_deref(), Some("fresh"));
+    let (s, h) = step_up();
+    a.observe(s, &h);
+    assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
+}
+
+/// A token endpoint on a free loopback port answering every request with `status`
+/// and `body`; its base URL.
+async fn token_server(status: u16, body: &'static str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || async move {
+        (
+            axum::http::StatusCode::from_u16(status).unwrap(),
+            [("content-type", "application/json")],
+            body,
+        )
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+#[tokio::test]
+async fn a_refresh_the_server_does_not_answer_keeps_the_login() {
+    // The 5xx has no OAuth error in it: the authorization server is having trouble.
+    let base = token_server(503, "{}").await;
+    let a = auth_at(&format!("{base}/mcp"));
+    let g = grant_for(&format!("{base}/mcp"), "old", &format!("{base}/token"));
+    a.store.save_grant("up", &g).await.unwrap();
+    let (s, h) = challenge(401, "Bearer");
+    a.observe(s, &h);
+    match a.prepare().await {
+        Prepared::Failed(why) => assert!(why.contains("could not be refreshed"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        a.bearer().as_deref(),
+        Some("old"),
+        "the grant is kept for a retry"
+    );
+}
+
+#[tokio::test]
+async fn a_refresh_the_server_refuses_needs_a_login() {
+    let base = token_server(400, r#"{"error":"invalid_grant"}"#).await;
+    let a = auth_at(&format!("{base}/mcp"));
+    let g = grant_for(&format!("{base}/mcp"), "old", &format!("{base}/token"));
+    a.store.save_grant("up", &g).await.unwrap();
+    let (s, h) = challenge(401, "Bearer");
+    a.observe(s, &h);
+    assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
+    assert_eq!(a.bearer(), None, "the refused grant is dropped");
+}

@@ -147,13 +147,7 @@ impl Hub {
         match entry.origin {
             Origin::Client { client, id, .. } => self.reply_error(client, &id, code, message),
             Origin::Subscribe(key) => {
-                let err = json!({"code": code, "message": message});
-                let effects = self.holders.registry.upstream_result(
-                    &key,
-                    Err(err),
-                    Instant::now().into_std(),
-                );
-                self.apply_sub_effects(effects);
+                self.subscribe_settled(key, Err(json!({"code": code, "message": message})));
             }
             Origin::Read { key, generation } => {
                 let err = json!({"code": code, "message": message}).to_string();

@@ -56,8 +56,10 @@ impl Holders {
 
     /// Who gets an update of `key`: its holders and those of every parent URI that is
     /// held (the URI may be a sub-resource of one a client holds), each once, in client
-    /// order; and those parent keys (their cached reads are stale too). With no parent
-    /// held, the key's own shared list: a burst of its updates allocates nothing here.
+    /// order; and the parent keys in the registry, held or lingering (their cached reads
+    /// are stale too: a lingering key taken again is served from the cache at once).
+    /// With no such parent, the key's own shared list: a burst of its updates allocates
+    /// nothing here.
     pub(super) fn of_update(&self, key: &SubKey) -> (Arc<[ClientId]>, Vec<SubKey>) {
         let own = self.registry.holders_shared(key);
         let mut parents = Vec::new();
@@ -65,8 +67,10 @@ impl Holders {
         for parent in parent_uris(&key.uri) {
             // Looked up by its parts: a key is made only for a parent that is held.
             let pkey = (key.upstream, parent);
-            if self.registry.is_active_at(&pkey) {
-                clients.extend(self.registry.holders_at(&pkey));
+            if self.registry.is_known_at(&pkey) {
+                if self.registry.is_active_at(&pkey) {
+                    clients.extend(self.registry.holders_at(&pkey));
+                }
                 parents.push(SubKey::new(key.upstream, parent));
             }
         }
@@ -279,6 +283,20 @@ mod tests {
             clients.is_empty() && parents.is_empty(),
             "another upstream's"
         );
+    }
+
+    #[test]
+    fn a_lingering_parent_gets_no_update_but_its_cached_read_is_dropped() {
+        let mut h = Holders::new(Duration::from_secs(60));
+        hold(&mut h, 1, "file:///a");
+        let parent = SubKey::new(UpstreamId(0), "file:///a");
+        let _ = h
+            .registry
+            .unsubscribe::<SubError>(ClientId(1), &parent, Instant::now());
+        assert!(!h.registry.is_active(&parent), "lingering");
+        let (clients, parents) = h.of_update(&SubKey::new(UpstreamId(0), "file:///a/b"));
+        assert!(clients.is_empty(), "nobody holds it");
+        assert_eq!(parents, [parent], "its cached read is stale all the same");
     }
 
     #[test]

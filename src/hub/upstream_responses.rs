@@ -69,21 +69,7 @@ impl Hub {
                         key.uri, e["message"]
                     ));
                 }
-                let resubscribe = self.holders.registry.is_resubscribing(&key);
-                let failed = result.is_err();
-                let effects =
-                    self.holders
-                        .registry
-                        .upstream_result(&key, result, Instant::now().into_std());
-                self.apply_sub_effects(effects);
-                if resubscribe && failed {
-                    // Its holders keep it; the server is asked again until it agrees
-                    // (or the upstream restarts, which re-subscribes anyway).
-                    self.deadlines.set(
-                        super::Timer::Resubscribe(key),
-                        Instant::now() + super::RESUBSCRIBE_RETRY,
-                    );
-                }
+                self.subscribe_settled(key, result);
             }
             Origin::Read { key, generation } => match (msg.result(), msg.error()) {
                 (Some(r), _) => match self.expose_result_uris(upstream, r.get()) {
@@ -177,6 +163,33 @@ fn response_outcome(msg: &Message) -> Result<serde_json::Value, serde_json::Valu
         (None, Some(e)) => Err(parse(e)),
         (None, None) => {
             Err(json!({"code": code::INTERNAL_ERROR, "message": "empty upstream response"}))
+        }
+    }
+}
+
+impl Hub {
+    /// The end of a `resources/subscribe` of `key`: the upstream's answer, or mcpmux's
+    /// own error (a timeout, a request that could not be sent). A re-subscribe that
+    /// failed either way is asked again after [`super::RESUBSCRIBE_RETRY`]: its holders
+    /// keep it, and the server is asked until it agrees (or the upstream restarts,
+    /// which re-subscribes anyway).
+    pub(super) fn subscribe_settled(
+        &mut self,
+        key: crate::state::ids::SubKey,
+        result: Result<(), serde_json::Value>,
+    ) {
+        let resubscribe = self.holders.registry.is_resubscribing(&key);
+        let failed = result.is_err();
+        let effects =
+            self.holders
+                .registry
+                .upstream_result(&key, result, Instant::now().into_std());
+        self.apply_sub_effects(effects);
+        if resubscribe && failed {
+            self.deadlines.set(
+                super::Timer::Resubscribe(key),
+                Instant::now() + super::RESUBSCRIBE_RETRY,
+            );
         }
     }
 }

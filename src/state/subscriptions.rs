@@ -368,6 +368,12 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         self.is_active_at(key)
     }
 
+    /// Whether the key is in the registry at all, in any state (held, waited on,
+    /// lingering, re-subscribing): its cached read, if any, may outlive this moment.
+    pub fn is_known_at(&self, key: &dyn SubKeyView) -> bool {
+        self.by_key.contains_key(key)
+    }
+
     /// [`SubscriptionRegistry::is_active`] of a key given by its parts.
     pub fn is_active_at(&self, key: &dyn SubKeyView) -> bool {
         matches!(

@@ -365,6 +365,53 @@ async fn a_refused_resubscribe_is_retried() {
     );
 }
 
+/// A re-subscribe the server never answers times out, and is asked again like a
+/// refused one.
+#[tokio::test(start_paused = true)]
+async fn a_resubscribe_that_times_out_is_retried() {
+    let caps = json!({"resources": {"subscribe": true}});
+    let mut r = rig_with(settings(), caps.clone()).await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    r.answer(&up[0], json!({})).await;
+    c.next().await;
+    r.restart_upstream(caps).await;
+    let subscribes = |up: &[Message]| {
+        up.iter()
+            .filter(|m| m.method() == Some("resources/subscribe"))
+            .count()
+    };
+    assert_eq!(subscribes(&r.upstream_msgs().await), 1);
+    // No answer: the request times out (and is cancelled upstream).
+    tokio::time::advance(settings().request_timeout + Duration::from_millis(1)).await;
+    let mut cancelled = false;
+    for _ in 0..100 {
+        let up = r.upstream_msgs().await;
+        assert_eq!(subscribes(&up), 0, "not asked again at once");
+        if up
+            .iter()
+            .any(|m| m.method() == Some("notifications/cancelled"))
+        {
+            cancelled = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(cancelled, "the re-subscribe timed out");
+    tokio::time::advance(RESUBSCRIBE_RETRY + Duration::from_millis(1)).await;
+    let mut again = 0;
+    for _ in 0..100 {
+        again = subscribes(&r.upstream_msgs().await);
+        if again > 0 {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(again, 1, "asked again after RESUBSCRIBE_RETRY");
+}
+
 #[tokio::test]
 async fn a_burst_held_for_its_holders_keeps_each_clients_order() {
     // A burst of one URI's updates is queued to its holders together at the end of the

@@ -166,9 +166,22 @@ async fn the_validation_table() {
             404,
             -32601,
         ),
+        (
+            "a listen whose Accept has no event stream",
+            vec![("accept", "application/json")],
+            request(
+                json!(7),
+                "subscriptions/listen",
+                json!({"notifications": {"resourceSubscriptions": [URI]}}),
+            ),
+            406,
+            -32000,
+        ),
     ];
     for (what, headers, body, status, code) in cases {
-        let resp = c.post_with(&body, &headers).await;
+        let resp = tokio::time::timeout(common::EVENT_TIMEOUT, c.post_with(&body, &headers))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer"));
         let got_status = resp.status().as_u16();
         let v: Value = serde_json::from_str(&resp.text().await.unwrap()).unwrap();
         assert_eq!(

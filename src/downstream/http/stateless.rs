@@ -88,6 +88,14 @@ pub(super) async fn handle(
         param_headers: Some(param_headers(headers)),
     };
     let listen = method == methods::SUBSCRIPTIONS_LISTEN;
+    if listen && !accepts.sse {
+        // A listen is answered by its stream alone: as JSON it would wait for ever.
+        return super::error(
+            StatusCode::NOT_ACCEPTABLE,
+            TRANSPORT_ERROR,
+            "not acceptable: subscriptions/listen answers with an event stream: Accept must allow text/event-stream",
+        );
+    }
     let sse = accepts.sse
         && (listen
             || progress_token(msg.params()).is_some()

@@ -129,8 +129,10 @@ pub(super) async fn handle(
     // JSON: wait here for the response; if the client goes away first, the guard
     // ends the request's client (cancelling it upstream).
     let answer = answer(&outbox, &id, read_uri.as_deref()).await;
+    // Not awaited: this future may be dropped at any await (the client went away),
+    // and the link is already out of the guard.
     if let Some(link) = guard.link.take() {
-        link.client_closed(client, "answered").await;
+        link.client_closed_now(client, "answered");
     }
     match answer {
         Some(bytes) => {

@@ -295,8 +295,22 @@ impl Hub {
         let Some(uri) = self.uri_param_or_reply(client, &id, msg) else {
             return;
         };
-        if let Some((upstream, upstream_uri)) = self.route_uri(self.view_of(client), &uri) {
-            let key = SubKey::new(upstream, &upstream_uri);
+        // What the client holds under this URI, as it was routed when it subscribed:
+        // routing now may differ (the upstream is down and out of the catalog, the
+        // resource left its list, a reload changed the view).
+        let mut keys: Vec<SubKey> = self
+            .holders
+            .registry
+            .keys_for(client)
+            .filter(|k| self.catalog.expose_uri(k.upstream, &k.uri) == *uri)
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            if let Some((upstream, upstream_uri)) = self.route_uri(self.view_of(client), &uri) {
+                keys.push(SubKey::new(upstream, &upstream_uri));
+            }
+        }
+        for key in keys {
             let effects =
                 self.holders
                     .registry

@@ -356,6 +356,11 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             .filter(move |key| self.holds(client, key))
     }
 
+    /// The keys `client` holds or waits on.
+    pub fn keys_for(&self, client: ClientId) -> impl Iterator<Item = &SubKey> + '_ {
+        self.by_client.get(&client).into_iter().flatten()
+    }
+
     /// Keys held or waited on by the client (for the per-client limit).
     pub fn count_for(&self, client: ClientId) -> usize {
         self.by_client.get(&client).map_or(0, BTreeSet::len)

@@ -44,30 +44,7 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
     let prefix = prefix.map(str::to_owned);
     let (up_tx, up_rx) = mpsc::channel(1024);
     let stop = CancellationToken::new();
-    let (hub, _task) = spawn_hub(
-        settings,
-        |_| {
-            vec![UpstreamSlot {
-                name: "up".into(),
-                handle: UpstreamHandle::new(up_tx),
-                force_subscribe: false,
-                prefix,
-                uri_prefixes: vec![],
-                unrelated: Default::default(),
-                ttl_ms: 0,
-                cache_scope: Default::default(),
-                declares_roots: true,
-                shared: false,
-                view: Default::default(),
-                declared_caps: json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
-                last_caps: Value::Null,
-                status: UpstreamStatus::Starting,
-                was_ready: false,
-                catalog_synced: false,
-            }]
-        },
-        stop.clone(),
-    );
+    let (hub, _task) = spawn_hub(settings, |_| vec![slot("up", up_tx, prefix)], stop.clone());
     let info = InitInfo {
         protocol_version: "2025-11-25".into(),
         capabilities: caps,
@@ -84,6 +61,28 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
     };
     rig.answer_catalog_fetches().await;
     rig
+}
+
+/// An upstream slot as the config would make it, commanded through `tx`.
+fn slot(name: &str, tx: mpsc::Sender<UpstreamCmd>, prefix: Option<String>) -> UpstreamSlot {
+    UpstreamSlot {
+        name: name.into(),
+        handle: UpstreamHandle::new(tx),
+        force_subscribe: false,
+        prefix,
+        uri_prefixes: vec![],
+        unrelated: Default::default(),
+        ttl_ms: 0,
+        cache_scope: Default::default(),
+        declares_roots: true,
+        shared: false,
+        view: Default::default(),
+        declared_caps: json!({"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}}),
+        last_caps: Value::Null,
+        status: UpstreamStatus::Starting,
+        was_ready: false,
+        catalog_synced: false,
+    }
 }
 
 async fn rig() -> Rig {

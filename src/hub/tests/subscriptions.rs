@@ -455,3 +455,110 @@ async fn a_burst_held_for_its_holders_keeps_each_clients_order() {
     assert_eq!(seen(a.pending()), ["u1", "u2", "read", "u3"]);
     assert_eq!(seen(b.pending()), ["u1", "u2", "u3"]);
 }
+
+/// Two unprefixed upstreams with subscribable resources, the first listing `test://a`
+/// (so the URI is routed to it by its list); each one's command channel.
+async fn two_upstreams(
+    stop: &CancellationToken,
+) -> (
+    HubHandle,
+    mpsc::Receiver<UpstreamCmd>,
+    mpsc::Receiver<UpstreamCmd>,
+) {
+    let (a_tx, mut a_rx) = mpsc::channel(1024);
+    let (b_tx, mut b_rx) = mpsc::channel(1024);
+    let (hub, _task) = spawn_hub(
+        settings(),
+        |_| vec![slot("a", a_tx, None), slot("b", b_tx, None)],
+        stop.clone(),
+    );
+    for (u, rx, listed) in [
+        (0, &mut a_rx, json!([{"uri": "test://a", "name": "a"}])),
+        (1, &mut b_rx, json!([])),
+    ] {
+        ready(&hub, UpstreamId(u)).await;
+        answer_fetches(&hub, UpstreamId(u), rx, &listed).await;
+    }
+    (hub, a_rx, b_rx)
+}
+
+async fn ready(hub: &HubHandle, u: UpstreamId) {
+    let info = InitInfo {
+        capabilities: json!({"resources": {"subscribe": true}}),
+        ..InitInfo::default()
+    };
+    hub.upstream_event(u, UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
+}
+
+/// Answers the catalog fetches `u` was sent: `resources` as its resource list.
+async fn answer_fetches(
+    hub: &HubHandle,
+    u: UpstreamId,
+    rx: &mut mpsc::Receiver<UpstreamCmd>,
+    resources: &Value,
+) {
+    hub.stats().await.unwrap();
+    while let Ok(cmd) = rx.try_recv() {
+        let m = Message::parse(&cmd.into_bytes()).unwrap();
+        let result = match m.method() {
+            Some("resources/list") => json!({"resources": resources}),
+            Some("resources/templates/list") => json!({"resourceTemplates": []}),
+            Some("tools/list") => json!({"tools": []}),
+            Some("prompts/list") => json!({"prompts": []}),
+            other => panic!("unexpected upstream message at start: {other:?}"),
+        };
+        let answer = Message::response(m.id().unwrap(), &result);
+        hub.upstream_event(u, UpstreamEvent::Message(answer, Related::Unknown))
+            .await
+            .unwrap();
+    }
+    hub.stats().await.unwrap();
+}
+
+/// An unsubscribe releases what the client holds under that URI even when the URI
+/// routes elsewhere now (it left its upstream's resource list): the hold does not
+/// outlive the client's wish.
+#[tokio::test]
+async fn an_unsubscribe_releases_the_hold_its_uri_was_routed_to() {
+    let stop = CancellationToken::new();
+    let (hub, mut a_rx, mut b_rx) = two_upstreams(&stop).await;
+    let outbox = Outbox::new(64);
+    let id = hub.open_client(outbox.clone()).await.unwrap();
+    let mut c = Client {
+        id,
+        outbox,
+        hub: hub.clone(),
+        next_id: 0,
+    };
+    c.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+        .await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    hub.stats().await.unwrap();
+    let sub = Message::parse(&a_rx.try_recv().expect("subscribed at a").into_bytes()).unwrap();
+    assert_eq!(sub.method(), Some("resources/subscribe"));
+    let ok = Message::response(sub.id().unwrap(), &json!({}));
+    hub.upstream_event(UpstreamId(0), UpstreamEvent::Message(ok, Related::Unknown))
+        .await
+        .unwrap();
+    c.next().await;
+    // The resource leaves a's list: the URI no longer routes anywhere.
+    let changed = Message::notification("notifications/resources/list_changed", None);
+    hub.upstream_event(
+        UpstreamId(0),
+        UpstreamEvent::Message(changed, Related::Unknown),
+    )
+    .await
+    .unwrap();
+    answer_fetches(&hub, UpstreamId(0), &mut a_rx, &json!([])).await;
+    c.send("resources/unsubscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(hub.stats().await.unwrap().subscription_keys, 0, "released");
+    assert!(c.pending().iter().any(|m| m["result"] == json!({})));
+    let unsubscribe =
+        Message::parse(&a_rx.try_recv().expect("unsubscribed at a").into_bytes()).unwrap();
+    assert_eq!(unsubscribe.method(), Some("resources/unsubscribe"));
+    assert!(b_rx.try_recv().is_err(), "nothing for b");
+}

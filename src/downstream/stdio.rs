@@ -114,7 +114,10 @@ where
                 continue;
             }
             for o in batch.drain(..).filter(|o| o.kind != OutKind::Release) {
-                if out.feed(wire(o, &hub, &modern_requests)).await.is_err() {
+                let Some(bytes) = wire(o, &hub, &modern_requests) else {
+                    continue;
+                };
+                if out.feed(bytes).await.is_err() {
                     return;
                 }
             }
@@ -129,7 +132,9 @@ where
             let mut rest = Vec::new();
             if outbox.drain(&mut rest).is_ok() {
                 for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
-                    let _ = out.feed(wire(o, &hub, &modern_requests)).await;
+                    if let Some(bytes) = wire(o, &hub, &modern_requests) {
+                        let _ = out.feed(bytes).await;
+                    }
                 }
                 let _ = out.flush().await;
             }
@@ -229,26 +234,42 @@ async fn modern_target(
 
 /// The bytes to write for `o`: a response to a modern request ends its client and
 /// takes the era's shape; an update for a listen is tagged with its `subscriptionId`.
-fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> bytes::Bytes {
+/// `None`: nothing to write (an update for a listen that has ended).
+fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> Option<bytes::Bytes> {
     match (&o.kind, o.related.as_ref()) {
         (OutKind::Response, id) => {
             if let Some(read_uri) = end_modern(hub, requests, id) {
-                return shape::response(o.bytes.clone(), o.hints, read_uri.as_deref());
+                return Some(shape::response(
+                    o.bytes.clone(),
+                    o.hints,
+                    read_uri.as_deref(),
+                ));
             }
         }
         (OutKind::Notification | OutKind::Coalescible(_), Some(id)) => {
             let listen = {
                 let requests = lock(requests);
                 // Most connections never make a modern request: no hashing for them.
-                !requests.is_empty() && requests.get(id).is_some_and(|r| r.listen)
+                if requests.is_empty() {
+                    None
+                } else {
+                    requests.get(id).map(|r| r.listen)
+                }
             };
-            if listen {
-                return o.listen_bytes();
+            match listen {
+                Some(true) => return Some(o.listen_bytes()),
+                Some(false) => {}
+                // Only a listen's copies of updates and list changes name a request (a
+                // session's name none): this listen has ended (cancelled, or answered
+                // at shutdown) while they were queued, and they are for nobody now.
+                // Untagged, they would read as the session's.
+                None if matches!(o.kind, OutKind::Coalescible(_)) => return None,
+                None => {}
             }
         }
         _ => {}
     }
-    o.into_bytes()
+    Some(o.into_bytes())
 }
 
 /// A response to a modern request is being written: its client is done. Returns, for
@@ -283,4 +304,48 @@ fn reject(outbox: &Outbox, code: i64, message: &str) {
 fn reject_with_id(outbox: &Outbox, id: Option<&RawId>, code: i64, message: &str) {
     let m = Message::error_response(id, code, message, None);
     outbox.push(Outbound::new(m.to_bytes(), OutKind::Response, None));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::downstream::outbox::CoalesceKey;
+
+    /// On one connection a listen's updates are tagged while it lives; once it ended
+    /// (cancelled) the ones still queued are for nobody, and a session's own copy (no
+    /// request named) is written as it is.
+    #[test]
+    fn an_ended_listens_queued_updates_are_not_written_as_the_sessions() {
+        let (tx, _rx) = tokio::sync::mpsc::channel(8);
+        let hub = ClientLink::new(tx);
+        let requests: ModernRequests = Arc::default();
+        let listen = RawId::from_u64(7);
+        lock(&requests).insert(
+            listen.clone(),
+            ModernRequest {
+                client: ClientId(2),
+                read_uri: None,
+                listen: true,
+            },
+        );
+        let update = |related: Option<RawId>| {
+            let kind = OutKind::Coalescible(CoalesceKey::Method("m".into()));
+            Outbound::new(
+                bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"m"}"#),
+                kind,
+                related,
+            )
+        };
+        let tagged = wire(update(Some(listen.clone())), &hub, &requests).expect("tagged");
+        assert!(
+            std::str::from_utf8(&tagged)
+                .unwrap()
+                .contains("subscriptionId"),
+            "{tagged:?}"
+        );
+        lock(&requests).remove(&listen);
+        assert_eq!(wire(update(Some(listen)), &hub, &requests), None, "ended");
+        let session = wire(update(None), &hub, &requests).expect("the session's");
+        assert_eq!(&session[..], br#"{"jsonrpc":"2.0","method":"m"}"#);
+    }
 }

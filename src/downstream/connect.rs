@@ -234,6 +234,10 @@ impl BridgePost {
         is_init: bool,
         lists_tools: bool,
     ) -> Result<(), String> {
+        // The response an event stream must carry before it ends (a request's).
+        let awaited = (msg.kind() == Kind::Request)
+            .then(|| msg.id().cloned())
+            .flatten();
         let resp = self
             .http
             .post(&self.url)
@@ -258,11 +262,21 @@ impl BridgePost {
             .is_some_and(|v| v.starts_with("text/event-stream"));
         if is_sse {
             let mut events = resp.bytes_stream().eventsource();
+            let mut answered = awaited.is_none();
             while let Some(ev) = events.next().await {
                 let ev = ev.map_err(|e| format!("event stream broke: {e}"))?;
+                answered = answered
+                    || Message::parse(ev.data.as_bytes())
+                        .is_ok_and(|m| m.kind() == Kind::Response && m.id() == awaited.as_ref());
                 self.emit(ev.data.as_bytes(), is_init, lists_tools).await;
             }
-            return Ok(());
+            // Ended by the daemon without the answer (it gave up on this client, say):
+            // the host must hear that its request (a listen, too) is over.
+            return if answered {
+                Ok(())
+            } else {
+                Err("mcpmux ended the request's event stream without its response".into())
+            };
         }
         let body = resp
             .bytes()
@@ -415,5 +429,45 @@ fn compact(data: &str) -> String {
             .map_or_else(|_| data.replace('\n', " "), |v| v.to_string())
     } else {
         data.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A daemon's event stream that ends without the request's response (the daemon
+    /// gave up on the client) ends the request for the host with an error for its id,
+    /// after what the stream did carry.
+    #[tokio::test]
+    async fn an_event_stream_that_ends_without_the_response_is_an_error_for_its_id() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let app = axum::Router::new().fallback(|| async {
+            (
+                [("content-type", "text/event-stream")],
+                "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/progress\"}\n\n",
+            )
+        });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        let (out, mut written) = mpsc::channel(8);
+        let post = BridgePost {
+            http: reqwest::Client::new(),
+            url,
+            session: Arc::default(),
+            out,
+        };
+        let id = RawId::from_u64(5);
+        post.send(Message::request(
+            &id,
+            "tools/call",
+            Some(&serde_json::json!({"name": "x"})),
+        ))
+        .await;
+        let first = written.recv().await.expect("the progress");
+        assert!(std::str::from_utf8(&first).unwrap().contains("progress"));
+        let last = Message::parse(&written.recv().await.expect("an error")).unwrap();
+        assert_eq!(last.id(), Some(&id));
+        assert!(last.error().is_some(), "{last:?}");
     }
 }

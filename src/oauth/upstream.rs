@@ -196,11 +196,29 @@ impl UpstreamAuth {
     }
 
     async fn refresh(&self) -> Result<(), flow::RefreshError> {
-        let Some(grant) = self.lock().grant.clone() else {
+        let Some(mut grant) = self.lock().grant.clone() else {
             return Err(flow::RefreshError::Refused(super::OAuthError::Flow(
                 "no token".into(),
             )));
         };
+        // Another process on this store (`mcpmux stdio`, `check --probe`, another
+        // `serve`) may have refreshed the login already, rotating our refresh token
+        // away: its grant is the one to go on with, refreshed only if it is due too.
+        if let Some(stored) = self.load_stored(false).await {
+            if stored.access_token != grant.access_token {
+                tracing::debug!(upstream = %self.name, "taking the login another process refreshed");
+                let due = stored.expires_at.is_some_and(|e| {
+                    e <= flow::now_secs().saturating_add(REFRESH_MARGIN.as_secs())
+                });
+                let mut st = self.lock();
+                st.grant = Some(stored.clone());
+                st.refresh_failed = false;
+                if !due {
+                    return Ok(());
+                }
+                grant = stored;
+            }
+        }
         match flow::refresh(&self.http, &grant).await {
             Ok(fresh) => {
                 if let Err(e) = self.store.save_grant(&self.name, &fresh).await {

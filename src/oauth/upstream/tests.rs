@@ -241,3 +241,55 @@ async fn a_refresh_the_server_refuses_needs_a_login() {
     assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
     assert_eq!(a.bearer(), None, "the refused grant is dropped");
 }
+
+/// A server whose first answer grants a refresh (access `new`, refresh token rotated
+/// to `r2`) and which refuses every later request as a reused refresh token (b's
+/// rediscovery's metadata requests included); its base URL.
+async fn rotating_token_server() -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let counted = Arc::new(AtomicUsize::new(0));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().fallback(move || {
+        let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            let (status, body) = if first {
+                (200, r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#)
+            } else {
+                (400, r#"{"error":"invalid_grant"}"#)
+            };
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                [("content-type", "application/json")],
+                body,
+            )
+        }
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}")
+}
+
+/// Two processes on one store hold the same login: once one refreshed it (rotating the
+/// refresh token), the other goes on with the stored grant instead of spending the
+/// old refresh token, which the authorization server would refuse.
+#[tokio::test]
+async fn a_login_another_process_refreshed_is_taken_from_the_store() {
+    let base = rotating_token_server().await;
+    let url = format!("{base}/mcp");
+    let g = Grant {
+        // What rediscovery finds (the server as its own authorization server).
+        issuer: base.clone(),
+        ..grant_for(&url, "old", &format!("{base}/token"))
+    };
+    let (a, b) = (auth_at(&url), auth_at(&url));
+    a.store.save_grant("up", &g).await.unwrap();
+    assert_eq!(a.prepare().await, Prepared::Ready);
+    assert_eq!(b.prepare().await, Prepared::Ready);
+    assert!(a.refresh_now().await, "the first refresh is granted");
+    assert_eq!(a.bearer().as_deref(), Some("new"));
+    // b's token is refused (it was replaced): b takes the stored one.
+    let (s, h) = challenge(401, "Bearer");
+    b.observe(s, &h);
+    assert_eq!(b.prepare().await, Prepared::Ready);
+    assert_eq!(b.bearer().as_deref(), Some("new"));
+}

@@ -37,6 +37,7 @@ mod dual;
 mod faces;
 mod get_stream;
 mod handshake;
+mod lanes;
 mod post;
 mod stateless;
 mod wire;
@@ -214,14 +215,27 @@ impl HttpUpstream {
         let permits = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         // Dropping the set aborts what is still in flight for this session.
         let mut posts = JoinSet::new();
-        let post = |bytes, permit, posts: &mut JoinSet<()>| {
+        let mut lanes = lanes::Lanes::default();
+        let mut post = |bytes: bytes::Bytes, permit, posts: &mut JoinSet<()>| {
             let p = Post {
                 ctx: ctx.clone(),
                 hub: self.hub.clone(),
                 upstream: self.id,
                 signals: signals.clone(),
             };
-            posts.spawn(p.run(bytes, permit));
+            // A (un)subscribe is sent once the one before it for its URI was answered.
+            let Some(uri) = lanes::subscription_uri(&bytes) else {
+                posts.spawn(p.run(bytes, permit));
+                return;
+            };
+            let (after, done) = lanes.join(uri);
+            posts.spawn(async move {
+                if let Some(previous) = after {
+                    let _ = previous.await;
+                }
+                p.run(bytes, permit).await;
+                drop(done);
+            });
         };
 
         let end = loop {

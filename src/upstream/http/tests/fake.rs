@@ -52,6 +52,8 @@ pub(crate) struct Script {
     pub get_405: bool,
     /// The answer to an unknown session id (404 per spec; server-everything says 400).
     pub expired_status: u16,
+    /// Hold `resources/unsubscribe` like `hold` (until [`Fake::release`]).
+    pub hold_unsubscribe: bool,
 }
 
 impl Default for Script {
@@ -62,6 +64,7 @@ impl Default for Script {
             hang_init: false,
             get_405: false,
             expired_status: 404,
+            hold_unsubscribe: false,
         }
     }
 }
@@ -178,7 +181,8 @@ async fn handle(
     // Decide under the lock, answer after it (the lock is never held across .await).
     let plan = {
         let mut st = inner.lock().unwrap();
-        if rpc == "hold" {
+        let holds = rpc == "hold" || (st.script.hold_unsubscribe && rpc == "resources/unsubscribe");
+        if holds {
             let (tx, rx) = oneshot::channel();
             st.held.push(tx);
             held = Some(rx);
@@ -271,6 +275,7 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
             let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"echo": body["params"]}});
             match rpc {
                 "hold" => Plan::Held(answer),
+                "resources/unsubscribe" if st.script.hold_unsubscribe => Plan::Held(answer),
                 "sse" => {
                     let progress = json!({"jsonrpc": "2.0", "method": "notifications/progress",
                         "params": {"progressToken": 1, "progress": 1}});

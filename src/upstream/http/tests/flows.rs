@@ -172,6 +172,50 @@ async fn slow_request_does_not_block_another() {
     assert_eq!(h.message().await.id(), Some(&RawId::from_u64(1)));
 }
 
+/// A subscribe of a URI whose unsubscribe is still unanswered waits for it (the POSTs
+/// run concurrently: the server could otherwise apply them the other way round);
+/// requests about anything else do not wait.
+#[tokio::test]
+async fn a_subscribe_waits_for_the_unsubscribe_of_its_uri_before_it() {
+    let mut h = Harness::start(Script {
+        hold_unsubscribe: true,
+        ..Script::default()
+    })
+    .await;
+    h.ready().await;
+    let uri = |m: &str, id: u64, uri: &str| {
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"{m}","params":{{"uri":"{uri}"}}}}"#)
+    };
+    h.send(&uri("resources/unsubscribe", 1, "a://x"));
+    h.seen_until(|s| s.rpc_method() == Some("resources/unsubscribe"))
+        .await;
+    h.send(&uri("resources/subscribe", 2, "a://x"));
+    h.send(&uri("resources/subscribe", 3, "a://other"));
+    h.send(r#"{"jsonrpc":"2.0","id":4,"method":"echo"}"#);
+    let before = h.seen_until(|s| s.rpc_method() == Some("echo")).await;
+    let seen_uris: Vec<&str> = before
+        .iter()
+        .filter(|s| s.rpc_method() == Some("resources/subscribe"))
+        .map(|s| s.body["params"]["uri"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        !seen_uris.contains(&"a://x"),
+        "sent before the unsubscribe was answered"
+    );
+    h.fake.release();
+    let mut answered = vec![];
+    for _ in 0..4 {
+        answered.push(h.message().await.id().cloned().unwrap());
+    }
+    let pos = |n| {
+        answered
+            .iter()
+            .position(|id| *id == RawId::from_u64(n))
+            .unwrap()
+    };
+    assert!(pos(1) < pos(2), "{answered:?}");
+}
+
 #[tokio::test]
 async fn http_500_answers_the_request_with_an_error() {
     let mut h = Harness::start(Script::default()).await;

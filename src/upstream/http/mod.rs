@@ -380,9 +380,16 @@ impl Sessions<'_> {
         challenges.mark_unchanged();
         let run = up.session(&self.endpoint, rx);
         tokio::pin!(run);
+        // A refresh runs beside the session, which keeps serving (a slow authorization
+        // server must not hold its requests up); the next is planned once it is done.
+        let mut refreshing: Option<
+            std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>>,
+        > = None;
         loop {
-            let refresh = auth
-                .refresh_in()
+            let refresh = refreshing
+                .is_none()
+                .then(|| auth.refresh_in())
+                .flatten()
                 .map(|d| d.max(crate::oauth::upstream::MIN_REFRESH_GAP));
             tokio::select! {
                 end = &mut run => return end,
@@ -393,7 +400,10 @@ impl Sessions<'_> {
                     };
                 }
                 _ = tokio::time::sleep(refresh.unwrap_or_default()), if refresh.is_some() => {
-                    auth.refresh_now().await;
+                    refreshing = Some(Box::pin(auth.refresh_now()));
+                }
+                _ = async { refreshing.as_mut().expect("guarded").await }, if refreshing.is_some() => {
+                    refreshing = None;
                 }
             }
         }

@@ -409,3 +409,66 @@ async fn an_https_url_is_spoken_to_in_tls_only() {
         "a request reached the plain server"
     );
 }
+
+/// A token refresh that the authorization server does not answer runs beside the
+/// session: requests are still served meanwhile.
+#[tokio::test]
+async fn a_hanging_token_refresh_does_not_hold_up_requests() {
+    use crate::config::{AuthConfig, OAuthServerConfig, TokenStoreKind};
+    use crate::oauth::{Grant, Registration, TokenStore, UpstreamAuth};
+    // The token endpoint: says it was asked, then never answers.
+    let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let token_url = format!("http://{}/token", listener.local_addr().unwrap());
+    let app = axum::Router::new().fallback(move || {
+        let _ = asked_tx.send(());
+        std::future::pending::<()>()
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let (fake, seen) = super::fake::Fake::start(Script::default()).await;
+    let dir = std::env::temp_dir().join(format!(
+        "mcpmux-http-refresh-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    let store = TokenStore::new(&AuthConfig {
+        store: TokenStoreKind::File,
+        store_dir: Some(dir),
+    })
+    .unwrap();
+    let now = crate::oauth::flow::now_secs();
+    // Due for a refresh three seconds after the session starts.
+    let grant = Grant {
+        resource: fake.url.clone(),
+        issuer: "https://as".into(),
+        token_endpoint: token_url,
+        client: Registration {
+            client_id: "c".into(),
+            client_secret: None,
+            auth_method: "none".into(),
+            redirect_uri: None,
+        },
+        access_token: "a".into(),
+        refresh_token: Some("r".into()),
+        expires_at: Some(now + 4),
+        issued_at: Some(now),
+        scope: None,
+    };
+    store.save_grant("remote", &grant).await.unwrap();
+    let url = reqwest::Url::parse(&fake.url).unwrap();
+    let auth = UpstreamAuth::new(
+        "remote",
+        url,
+        OAuthServerConfig::default(),
+        std::sync::Arc::new(store),
+        None,
+    );
+    let mut h = Harness::start_authed(fake, seen, auth);
+    h.ready().await;
+    tokio::time::timeout(super::WAIT, asked.recv())
+        .await
+        .expect("the refresh started")
+        .unwrap();
+    h.send(r#"{"jsonrpc":"2.0","id":9,"method":"echo"}"#);
+    assert_eq!(h.message().await.id(), Some(&RawId::from_u64(9)));
+}

@@ -80,6 +80,25 @@ impl Harness {
         restart: RestartConfig,
         protocol: UpstreamProtocol,
     ) -> Harness {
+        Self::start_full(fake, seen, restart, protocol, None)
+    }
+
+    /// A legacy-era session that logs in through `auth`.
+    fn start_authed(
+        fake: Fake,
+        seen: mpsc::UnboundedReceiver<Seen>,
+        auth: std::sync::Arc<crate::oauth::UpstreamAuth>,
+    ) -> Harness {
+        Self::start_full(fake, seen, restart(), UpstreamProtocol::Legacy, Some(auth))
+    }
+
+    fn start_full(
+        fake: Fake,
+        seen: mpsc::UnboundedReceiver<Seen>,
+        restart: RestartConfig,
+        protocol: UpstreamProtocol,
+        auth: Option<std::sync::Arc<crate::oauth::UpstreamAuth>>,
+    ) -> Harness {
         let (hub_tx, hub) = mpsc::channel(64);
         let (cmds, rx) = mpsc::channel(QUEUE_CAPACITY);
         let shutdown = CancellationToken::new();
@@ -92,7 +111,7 @@ impl Harness {
         };
         let actor = HttpUpstream {
             id: UpstreamId(0),
-            auth: None,
+            auth,
             config,
             restart,
             max_message: 1 << 20,

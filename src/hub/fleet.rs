@@ -187,6 +187,8 @@ impl Hub {
         if subscribe {
             self.send_sub_request(key.clone(), true);
         } else if !self.holders.registry.is_active(key) {
+            // Watched from now on (through the owner): as in `subscribe_settled`.
+            self.reads.cache.invalidate(key);
             let effects = self.holders.registry.upstream_result(
                 key,
                 Ok(()),

@@ -169,7 +169,8 @@ fn response_outcome(msg: &Message) -> Result<serde_json::Value, serde_json::Valu
 
 impl Hub {
     /// The end of a `resources/subscribe` of `key`: the upstream's answer, or mcpmux's
-    /// own error (a timeout, a request that could not be sent). A re-subscribe that
+    /// own error (a timeout, a request that could not be sent). A confirmation starts a
+    /// new generation of the key's cached read. A re-subscribe that
     /// failed either way is asked again after [`super::RESUBSCRIBE_RETRY`]: its holders
     /// keep it, and the server is asked until it agrees (or the upstream restarts,
     /// which re-subscribes anyway).
@@ -180,6 +181,12 @@ impl Hub {
     ) {
         let resubscribe = self.holders.registry.is_resubscribing(&key);
         let failed = result.is_err();
+        if !failed {
+            // Watched from now on: a read sent before (a 2026-07-28 upstream shares
+            // every read) cannot be told of a change made before this, so its result
+            // must not be kept until the next update.
+            self.reads.cache.invalidate(&key);
+        }
         let effects =
             self.holders
                 .registry

@@ -41,16 +41,21 @@ async fn rig_with(settings: HubSettings, caps: Value) -> Rig {
 }
 
 async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) -> Rig {
-    let prefix = prefix.map(str::to_owned);
-    let (up_tx, up_rx) = mpsc::channel(1024);
-    let stop = CancellationToken::new();
-    let (hub, _task) = spawn_hub(settings, |_| vec![slot("up", up_tx, prefix)], stop.clone());
     let info = InitInfo {
         protocol_version: "2025-11-25".into(),
         capabilities: caps,
         server_info: json!({"name": "up"}),
         ..InitInfo::default()
     };
+    rig_of(settings, info, prefix).await
+}
+
+/// A rig whose one upstream answered its handshake with `info`.
+async fn rig_of(settings: HubSettings, info: InitInfo, prefix: Option<&str>) -> Rig {
+    let prefix = prefix.map(str::to_owned);
+    let (up_tx, up_rx) = mpsc::channel(1024);
+    let stop = CancellationToken::new();
+    let (hub, _task) = spawn_hub(settings, |_| vec![slot("up", up_tx, prefix)], stop.clone());
     hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
         .await
         .unwrap();

@@ -562,3 +562,39 @@ async fn an_unsubscribe_releases_the_hold_its_uri_was_routed_to() {
     assert_eq!(unsubscribe.method(), Some("resources/unsubscribe"));
     assert!(b_rx.try_recv().is_err(), "nothing for b");
 }
+
+/// On a 2026-07-28 upstream every read is shared. A read sent before the URI's
+/// subscription was confirmed cannot be told of a change made before the confirmation:
+/// its result must not be kept until the next update (a later read asks again).
+#[tokio::test]
+async fn a_read_sent_before_the_subscription_was_confirmed_is_not_kept_until_changed() {
+    let info = InitInfo {
+        era: crate::upstream::Era::Modern,
+        protocol_version: "2026-07-28".into(),
+        capabilities: json!({"resources": {"subscribe": true}}),
+        server_info: json!({"name": "up"}),
+        ..InitInfo::default()
+    };
+    let mut r = rig_of(settings(), info, None).await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    let find = |up: &[Message], m: &str| up.iter().find(|x| x.method() == Some(m)).cloned();
+    let sub = find(&up, "resources/subscribe").expect("the subscribe");
+    let read = find(&up, "resources/read").expect("the read, shared on this era");
+    // Confirmed first, then the read (evaluated upstream before it) answers.
+    r.answer(&sub, json!({})).await;
+    r.answer(
+        &read,
+        json!({"contents": [{"uri": "test://a", "text": "old"}]}),
+    )
+    .await;
+    r.sync().await;
+    b.pending();
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    let again = r.upstream_msgs().await;
+    assert_eq!(methods_of(&again), vec!["resources/read"], "asked again");
+}

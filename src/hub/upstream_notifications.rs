@@ -37,7 +37,9 @@ impl Hub {
         for pkey in &parents {
             self.reads.cache.invalidate(pkey);
         }
-        if holders.is_empty() {
+        // A URI the server's filters hide is told to nobody, not even to the holders
+        // of a parent it sits below.
+        if holders.is_empty() || !self.catalog.shows_uri(upstream, &key.uri) {
             return;
         }
         // Serialized once; `_meta` and unknown members travel untouched. A

@@ -218,6 +218,12 @@ impl Catalog {
         self.naming.get(u.0).and_then(|n| n.prefix.as_deref())
     }
 
+    /// Whether the server's own filters (`resources_allow`/`resources_deny`, in every
+    /// view) show the URI `own` (as the server knows it).
+    pub fn shows_uri(&self, u: UpstreamId, own: &str) -> bool {
+        self.server_view(u).is_none_or(|v| v.resources.allows(own))
+    }
+
     fn server_view(&self, u: UpstreamId) -> Option<&ServerView> {
         self.naming.get(u.0).map(|n| &*n.view)
     }
@@ -408,7 +414,7 @@ impl Catalog {
         candidates: &[UpstreamId],
     ) -> Option<(UpstreamId, String)> {
         self.route_uri_unfiltered(view, exposed, candidates)
-            .filter(|(u, own)| self.server_view(*u).is_none_or(|v| v.resources.allows(own)))
+            .filter(|(u, own)| self.shows_uri(*u, own))
     }
 
     fn route_uri_unfiltered(

@@ -53,9 +53,19 @@ async fn rig_prefixed(settings: HubSettings, caps: Value, prefix: Option<&str>) 
 /// A rig whose one upstream answered its handshake with `info`.
 async fn rig_of(settings: HubSettings, info: InitInfo, prefix: Option<&str>) -> Rig {
     let prefix = prefix.map(str::to_owned);
+    rig_of_slot(settings, info, |tx| slot("up", tx, prefix)).await
+}
+
+/// A rig whose one upstream, as `make` makes it, answered its handshake with `info`.
+async fn rig_of_slot(
+    settings: HubSettings,
+    info: InitInfo,
+    make: impl FnOnce(mpsc::Sender<UpstreamCmd>) -> UpstreamSlot,
+) -> Rig {
     let (up_tx, up_rx) = mpsc::channel(1024);
     let stop = CancellationToken::new();
-    let (hub, _task) = spawn_hub(settings, |_| vec![slot("up", up_tx, prefix)], stop.clone());
+    let up = make(up_tx);
+    let (hub, _task) = spawn_hub(settings, |_| vec![up], stop.clone());
     hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
         .await
         .unwrap();
@@ -231,6 +241,7 @@ fn methods_of(msgs: &[Message]) -> Vec<&str> {
     msgs.iter().filter_map(Message::method).collect()
 }
 
+mod hidden;
 mod requests;
 mod server_messages;
 mod subscriptions;

@@ -79,6 +79,11 @@ where
                 let _ = out_tx.send(e.to_bytes()).await;
                 continue;
             }
+            Frame::NotUtf8 => {
+                let e = Message::error_response(None, code::PARSE_ERROR, "line is not UTF-8", None);
+                let _ = out_tx.send(e.to_bytes()).await;
+                continue;
+            }
         };
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,

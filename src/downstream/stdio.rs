@@ -73,6 +73,10 @@ where
                     reject(&outbox, code::INVALID_REQUEST, &why);
                     continue;
                 }
+                Ok(Frame::NotUtf8) => {
+                    reject(&outbox, code::PARSE_ERROR, "line is not UTF-8: discarded");
+                    continue;
+                }
                 Err(e) => {
                     tracing::debug!(%client, error = %e, "client input failed");
                     break;

@@ -2,7 +2,7 @@
 //!
 //! Wraps [`LinesCodec::new_with_max_length`]: a line longer than the limit is an error
 //! item (the rest of that line is discarded by the codec, never buffered without
-//! bound) and reading continues with the next line. Lines are handed up as text; the
+//! bound), as is a line that is not UTF-8, and reading continues with the next line. Lines are handed up as text; the
 //! caller parses them with [`crate::protocol::Message::parse`] and applies its policy.
 
 use bytes::{BufMut, Bytes, BytesMut};
@@ -15,6 +15,8 @@ pub enum Frame {
     Line(String),
     /// A line exceeded the maximum length and was discarded.
     TooLong,
+    /// A line that is not UTF-8 was discarded (JSON text is UTF-8).
+    NotUtf8,
 }
 
 /// Line codec with a maximum line length.
@@ -49,6 +51,12 @@ fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std:
         Ok(Some(line)) => Ok(Some(Frame::Line(line))),
         Ok(None) => Ok(None),
         Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Frame::TooLong)),
+        // The codec reports a line that is not UTF-8 as `InvalidData`, after taking the
+        // line out of the buffer: an item of its own, so that reading goes on (an
+        // error would end the stream).
+        Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+            Ok(Some(Frame::NotUtf8))
+        }
         Err(LinesCodecError::Io(e)) => Err(e),
     }
 }
@@ -97,6 +105,30 @@ mod tests {
                 Frame::Line("{\"a\":1}".into()),
                 Frame::Line("{\"b\":2}".into())
             ]
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_is_reported_and_the_next_line_survives() {
+        let frames = decode_all(100, b"{\"a\":\"\xff\xfe\"}\n{\"b\":2}\n");
+        assert_eq!(
+            frames,
+            vec![Frame::NotUtf8, Frame::Line("{\"b\":2}".into())]
+        );
+    }
+
+    /// Through `FramedRead`, which ends the stream at the first error item.
+    #[tokio::test]
+    async fn a_stream_goes_on_after_a_line_that_is_not_utf8() {
+        use futures_util::StreamExt;
+        let input: &[u8] = b"\xff\n{\"b\":2}\n";
+        let frames: Vec<Frame> = tokio_util::codec::FramedRead::new(input, JsonLines::new(100))
+            .map(|f| f.expect("no error item"))
+            .collect()
+            .await;
+        assert_eq!(
+            frames,
+            vec![Frame::NotUtf8, Frame::Line("{\"b\":2}".into())]
         );
     }
 

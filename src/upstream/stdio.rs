@@ -17,7 +17,6 @@ use bytes::Bytes;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
@@ -102,13 +101,7 @@ impl Transport for StdioUpstream {
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         if let Some(stderr) = child.stderr.take() {
-            let name = name.clone();
-            tokio::spawn(async move {
-                let mut lines = BufReader::new(stderr).lines();
-                while let Ok(Some(line)) = lines.next_line().await {
-                    tracing::info!(target: "mcpmux::upstream_stderr", upstream = %name, "{line}");
-                }
-            });
+            tokio::spawn(log_stderr(stderr, name.clone()));
         }
         let mut writer = FramedWrite::new(stdin, JsonLines::new(self.max_line));
         let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
@@ -452,6 +445,26 @@ impl driver::StatelessIo for Pipes<'_> {
 /// dropped.
 ///
 /// # Errors
+/// Logs the server's stderr line by line until it closes it. Read as long as the pipe
+/// is open, whatever comes (a line that is not UTF-8, or over [`STDERR_LINE_MAX`]
+/// bytes, is logged as such): a pipe left unread would block the server or kill it
+/// with SIGPIPE.
+async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
+    let mut lines = FramedRead::new(stderr, JsonLines::new(STDERR_LINE_MAX));
+    while let Some(Ok(frame)) = lines.next().await {
+        let line = match frame {
+            Frame::Line(l) => l,
+            Frame::TooLong => format!("(a line over {STDERR_LINE_MAX} bytes, not shown)"),
+            Frame::NotUtf8 => "(a line that is not UTF-8, not shown)".to_owned(),
+        };
+        tracing::info!(target: "mcpmux::upstream_stderr", upstream = %name, "{line}");
+    }
+}
+
+/// The longest stderr line logged (default 64 KiB): a server that prints progress with
+/// `\r` alone must not grow mcpmux's memory without bound.
+const STDERR_LINE_MAX: usize = 64 * 1024;
+
 /// Reading failed or the server closed its stdout (`during` names what was going on).
 async fn read_message(
     reader: &mut Reader,
@@ -467,6 +480,9 @@ async fn read_message(
             }
             Some(Ok(Frame::TooLong)) => {
                 tracing::warn!(%upstream, "upstream line over limits.max_message_bytes dropped");
+            }
+            Some(Ok(Frame::NotUtf8)) => {
+                tracing::warn!(%upstream, "upstream line that is not UTF-8 dropped");
             }
             Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
             None => return Err(format!("the server closed its stdout{during}")),

@@ -67,8 +67,8 @@ pub fn decode_lines(data: &[u8], max: usize) {
                     assert!(line.len() <= max, "a line over the limit was returned");
                     check_envelope(line.as_bytes());
                 }
-                Ok(Some(Frame::TooLong)) => {}
-                // Invalid UTF-8 is an error item: the caller drops the connection.
+                // Both are dropped and reading goes on with the next line.
+                Ok(Some(Frame::TooLong | Frame::NotUtf8)) => {}
                 Ok(None) | Err(_) => break,
             }
             frames += 1;

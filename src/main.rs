@@ -463,6 +463,9 @@ async fn reload_from(
         p.auth_token_with(|v| std::env::var(v).ok())
             .map_err(|e| refused(format!("{e:#}")))?;
     }
+    if let Some(why) = core.refuses(&cfg) {
+        return Err(refused(why));
+    }
     let changes = core.reload(cfg).await?;
     // Checked above; a variable unset since is refused for that profile alone.
     match core.profile_endpoints() {

@@ -237,6 +237,23 @@ impl Core {
         Ok(out)
     }
 
+    /// Why a valid new configuration cannot be applied to this running one, if it
+    /// cannot: a profile taking the path the running listener serves every server on
+    /// (`[listen]` changes apply after a restart, so the old `listen.path` keeps routing
+    /// to the view of every server, not to the profile's).
+    pub fn refuses(&self, new: &Config) -> Option<String> {
+        let running = &self.config.listen.path;
+        if new.listen.path == *running {
+            return None; // checked with the rest of the new config
+        }
+        new.profiles.values().find(|p| p.path() == *running).map(|p| {
+            format!(
+                "profiles.{}.path = {running:?} is the running listener's listen.path ([listen] changes apply after a restart): restart mcpmux to move it",
+                p.name
+            )
+        })
+    }
+
     /// Applies a new configuration (docs/architecture.md, "Hot reload"): servers added
     /// are started, removed ones stopped (after their last unsubscribes), changed ones
     /// replaced; `[limits]`, `[subscriptions]` and `[restart]` apply at once; servers

@@ -387,3 +387,38 @@ async fn a_reload_of_a_servers_filter_keeps_its_session_and_tells_its_views() {
         let _ = std::fs::remove_file(l);
     }
 }
+
+/// `[listen]` changes apply after a restart: a reload that moves `listen.path` and gives
+/// the running one to a profile is refused (the listener would keep serving every
+/// server there, not the profile's view).
+#[tokio::test]
+async fn a_reload_giving_the_running_listen_path_to_a_profile_is_refused() {
+    let logs = logs("listen-path");
+    let path = temp_config(&config(&logs, "", false));
+    let d = Daemon::start_at(&path).await;
+    let moved = config(&logs, "", false)
+        .replacen(
+            "[listen]\nhttp = \"127.0.0.1:0\"\n",
+            "[listen]\nhttp = \"127.0.0.1:0\"\npath = \"/api\"\n",
+            1,
+        )
+        .replacen(
+            "[profiles.p1]\nservers = [\"a\", \"b\"]\n",
+            "[profiles.p1]\nservers = [\"a\", \"b\"]\npath = \"/mcp\"\n",
+            1,
+        );
+    assert!(moved.contains("path = \"/api\"") && moved.contains("path = \"/mcp\""));
+    std::fs::write(&path, moved).unwrap();
+    let reload = reqwest::Client::new()
+        .post(format!("{}/reload", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    let status = reload.status();
+    let body = reload.text().await.unwrap();
+    assert_ne!(status, 200, "{body}");
+    assert!(
+        body.contains("profiles.p1.path") && body.contains("restart"),
+        "{body}"
+    );
+}

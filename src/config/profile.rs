@@ -95,8 +95,15 @@ impl ServerConfig {
     }
 }
 
-/// Paths the operator's view uses on the same listener.
-const RESERVED_PATHS: [&str; 5] = ["/", "/metrics", "/status", "/status/events", "/reload"];
+/// Paths the operator's view uses on the same listener (and `/login/NAME`, below).
+const RESERVED_PATHS: [&str; 6] = [
+    "/",
+    "/metrics",
+    "/status",
+    "/status/events",
+    "/reload",
+    crate::oauth::callback::DAEMON_CALLBACK_PATH,
+];
 
 /// Checks every view key: globs, renames, profiles' servers and paths.
 pub(super) fn check_views(cfg: &mut Config) -> Result<(), Problem> {
@@ -161,7 +168,7 @@ pub(super) fn check_views(cfg: &mut Config) -> Result<(), Problem> {
                 format!("{at} must start with `/` (got {path:?})"),
             ));
         }
-        if RESERVED_PATHS.contains(&path.as_str()) {
+        if RESERVED_PATHS.contains(&path.as_str()) || path.starts_with("/login/") {
             return Err(invalid(
                 &at,
                 format!("{at} = {path:?} is a path of the operator's view"),

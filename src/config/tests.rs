@@ -594,10 +594,12 @@ fn bad_profiles_and_filters_name_the_key() {
         e.contains("profiles.y.path") && e.contains("profiles.x.path"),
         "{e}"
     );
-    let e = err(&format!(
-        "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\npath = \"/metrics\"\n"
-    ));
-    assert!(e.contains("operator"), "{e}");
+    for taken in ["/metrics", "/oauth/callback", "/login/a"] {
+        let e = err(&format!(
+            "{TWO_SERVERS}[profiles.x]\nservers = [\"a\"]\npath = \"{taken}\"\n"
+        ));
+        assert!(e.contains("operator"), "{taken}: {e}");
+    }
     let e = err(&format!("{TWO_SERVERS}[profiles.x]\nservers = []\n"));
     assert!(e.contains("profiles.x.servers names no server"), "{e}");
     let e = err(&format!(

@@ -250,7 +250,9 @@ async fn batch(
 }
 
 /// Registers `ids` (and `sink`) with the session actor, then hands `msgs` to the hub in
-/// order.
+/// order. In a task of its own: a client that goes away meanwhile drops this handler,
+/// and ids registered but never handed on would wait for responses that never come,
+/// keeping the session from ever going idle.
 async fn forward(
     app: &App,
     entry: &SessionEntry,
@@ -258,33 +260,44 @@ async fn forward(
     ids: Vec<RawId>,
     sink: Option<PostSink>,
 ) -> Result<(), Response> {
-    let (ack, acked) = oneshot::channel();
-    if entry
-        .cmd
-        .send(SessionCmd::Post { ids, sink, ack })
-        .await
-        .is_err()
-    {
-        return Err(session_not_found());
-    }
-    match acked.await {
-        Err(_) => return Err(session_not_found()),
-        Ok(Err(dup)) => {
+    let (cmd, hub, client) = (entry.cmd.clone(), app.hub.clone(), entry.client);
+    let handed = tokio::spawn(async move {
+        let (ack, acked) = oneshot::channel();
+        if cmd.send(SessionCmd::Post { ids, sink, ack }).await.is_err() {
+            return Err(Refusal::NoSession);
+        }
+        match acked.await {
+            Err(_) => return Err(Refusal::NoSession),
+            Ok(Err(dup)) => return Err(Refusal::InFlight(dup)),
+            Ok(Ok(())) => {}
+        }
+        for msg in msgs {
+            if hub.client_message(client, msg).await.is_err() {
+                return Err(Refusal::ShuttingDown);
+            }
+        }
+        Ok(())
+    });
+    match handed.await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(Refusal::NoSession)) | Err(_) => Err(session_not_found()),
+        Ok(Err(Refusal::InFlight(dup))) => {
             let msg = format!("request id {dup} is already in flight on this session");
-            return Err(error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg));
+            Err(error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg))
         }
-        Ok(Ok(())) => {}
+        Ok(Err(Refusal::ShuttingDown)) => Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            TRANSPORT_ERROR,
+            "mcpmux is shutting down",
+        )),
     }
-    for msg in msgs {
-        if app.hub.client_message(entry.client, msg).await.is_err() {
-            return Err(error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                TRANSPORT_ERROR,
-                "mcpmux is shutting down",
-            ));
-        }
-    }
-    Ok(())
+}
+
+/// Why [`forward`] handed nothing (or not everything) on.
+enum Refusal {
+    NoSession,
+    InFlight(RawId),
+    ShuttingDown,
 }
 
 /// Waits for the responses to `ids` (the actor closes the channel after the last one,

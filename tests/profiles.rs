@@ -422,3 +422,39 @@ async fn a_reload_giving_the_running_listen_path_to_a_profile_is_refused() {
         "{body}"
     );
 }
+
+/// A reload that hides a held URI from its holder (the server's `resources_deny` now
+/// covers it) releases the hold: the last holder gone, the upstream is unsubscribed.
+#[tokio::test]
+async fn a_reload_that_hides_a_held_uri_releases_it() {
+    let logs = logs("hide");
+    let path = temp_config(&config(&logs, "", false));
+    let d = Daemon::start_at(&path).await;
+    let mut p2 = HttpClient::connect(&profile_url(&d, "p2"), json!({})).await;
+    let r = p2
+        .call("resources/subscribe", json!({"uri": format!("c+{URI}")}))
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    let text = config(&logs, "", false).replace(
+        &server("c", &logs[2], ""),
+        &server("c", &logs[2], "resources_deny = [\"test://static/*\"]\n"),
+    );
+    std::fs::write(&path, text).unwrap();
+    let reload = reqwest::Client::new()
+        .post(format!("{}/reload", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reload.status(), 200, "{}", reload.text().await.unwrap());
+    let deadline = std::time::Instant::now() + common::EVENT_TIMEOUT;
+    while received(&logs[2], "resources/unsubscribe") == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "c was not unsubscribed after the reload hid the URI"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    for l in &logs {
+        let _ = std::fs::remove_file(l);
+    }
+}

@@ -20,7 +20,7 @@ use super::views::Audience;
 use super::{Hub, HubSettings, UpstreamSlot, UpstreamStatus};
 use crate::protocol::code;
 use crate::state::catalog::{ListKind, UpstreamNaming};
-use crate::state::ids::{UpstreamId, ViewId};
+use crate::state::ids::{ClientId, SubKey, UpstreamId, ViewId};
 use crate::state::views::ServerView;
 
 /// What changes, in the order the hub applies it: settings, removals, additions.
@@ -109,6 +109,7 @@ impl Hub {
         // Profiles added, changed or removed (their clients are closed), and the views
         // mapped to the new upstream table.
         audience.extend(self.apply_views());
+        self.release_hidden_holds();
         for u in added_ids {
             audience.extend(self.views_with(u).0);
         }
@@ -117,6 +118,28 @@ impl Hub {
         // Their lists join (or leave) the merged ones: the clients that see them hear it
         // now, and again when an added upstream's catalog arrives.
         self.lists_changed_for(&Audience(audience));
+    }
+
+    /// Releases what clients hold that the new configuration hides from them (a server
+    /// left their profile, or its `resources_deny`/`resources_allow` hide the URI now):
+    /// a hidden resource cannot be subscribed, and so it is not held either.
+    fn release_hidden_holds(&mut self) {
+        let mut hidden: Vec<(ClientId, SubKey)> = Vec::new();
+        for (&client, c) in &self.clients {
+            for k in self.holders.registry.keys_for(client) {
+                if !self.catalog.in_view(c.view, k.upstream)
+                    || !self.catalog.shows_uri(k.upstream, &k.uri)
+                {
+                    hidden.push((client, k.clone()));
+                }
+            }
+        }
+        let now = tokio::time::Instant::now().into_std();
+        for (client, key) in hidden {
+            tracing::info!(client.id = %client, uri = %key.uri, "subscription released: the new configuration hides it from this client");
+            let effects = self.holders.registry.unsubscribe(client, &key, now);
+            self.apply_sub_effects(effects);
+        }
     }
 
     /// Removes `u`; with `to`, its held URIs move to that upstream (a changed server).

@@ -528,3 +528,41 @@ async fn a_follower_relays_updates_while_its_read_waits_for_the_owner() {
     );
     renew.abort();
 }
+
+/// An update of a sub-resource reaches the holders of its parent URI on every
+/// instance: the owner of the parent publishes it to the parent's followers.
+#[tokio::test]
+async fn a_sub_resource_update_reaches_the_parents_holders_on_every_instance() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &(fleet_name() + "p"), &up.url);
+    let (owner, follower) = (Daemon::start(&cfg).await, Daemon::start(&cfg).await);
+    let parent = "test://static/";
+    let mut a = HttpClient::connect(&owner.url, json!({})).await;
+    let r = a.call("resources/subscribe", json!({"uri": parent})).await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    status_until(&owner, "the parent owned", |f| {
+        f["keys"][0]["role"] == "own"
+    })
+    .await;
+    let mut b = HttpClient::connect(&follower.url, json!({})).await;
+    let r = b.call("resources/subscribe", json!({"uri": parent})).await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    status_until(&follower, "the parent followed", |f| {
+        f["keys"][0]["role"] == "follow"
+    })
+    .await;
+    a.tool("emit_update", json!({"uri": URI})).await;
+    for (who, c) in [
+        ("the owner's holder", &mut a),
+        ("the follower's holder", &mut b),
+    ] {
+        let ev = c.next_event().await;
+        assert_eq!(
+            ev["method"], "notifications/resources/updated",
+            "{who}: {ev}"
+        );
+        assert_eq!(ev["params"]["uri"], URI, "{who}: {ev}");
+    }
+}

@@ -622,7 +622,11 @@ impl Server {
         }
         let mut line = None;
         for session in self.sessions.open.values() {
-            if session.subscribed.contains(uri) {
+            // As a file server does: a session subscribed to a directory hears of the
+            // files below it.
+            let holds = session.subscribed.contains(uri)
+                || session.subscribed.iter().any(|s| is_below(uri, s));
+            if holds {
                 let line = line.get_or_insert_with(updated);
                 session.get.send(line.clone());
             }
@@ -711,4 +715,10 @@ fn unix_nanos() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+/// Whether `uri` is a sub-resource of `parent`: below it at a `/` of the path.
+fn is_below(uri: &str, parent: &str) -> bool {
+    uri.strip_prefix(parent)
+        .is_some_and(|rest| !rest.is_empty() && (parent.ends_with('/') || rest.starts_with('/')))
 }

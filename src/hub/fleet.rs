@@ -78,16 +78,27 @@ impl Hub {
         self.fleet.roles.get(key).copied()
     }
 
-    /// An update from this instance's own upstream for a key it owns: every follower
-    /// hears it through NATS.
+    /// An update from this instance's own upstream for a key it owns, or for a URI
+    /// below one it owns (the holders of a parent hear of its sub-resources): the
+    /// followers of each such key hear it through NATS, and treat it as their own
+    /// upstream's.
     pub(super) fn fleet_publish(&self, key: &SubKey, update: &Message) {
-        if self.fleet_role(key) == Some(FleetRole::Own) {
-            if let Some(f) = &self.fleet.actor {
-                f.send(FleetCmd::Publish {
-                    key: key.clone(),
-                    update: update.to_bytes(),
-                });
-            }
+        let Some(f) = &self.fleet.actor else {
+            return;
+        };
+        if self.fleet.roles.is_empty() {
+            return;
+        }
+        let owns = |k: &SubKey| self.fleet_role(k) == Some(FleetRole::Own);
+        let own = owns(key).then(|| key.clone());
+        // (A key per parent URI, on a fleet instance that owns keys only.)
+        let parents = crate::state::ids::parent_uris(&key.uri)
+            .map(|p| SubKey::new(key.upstream, p))
+            .filter(|k| owns(k));
+        let mut bytes = None;
+        for owned in own.into_iter().chain(parents) {
+            let update = bytes.get_or_insert_with(|| update.to_bytes()).clone();
+            f.send(FleetCmd::Publish { key: owned, update });
         }
     }
 

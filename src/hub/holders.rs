@@ -23,7 +23,7 @@ use super::effects::notification_out;
 use super::Hub;
 use crate::downstream::outbox::{OutKind, Outbound};
 use crate::protocol::{Message, RawId};
-use crate::state::ids::{ClientId, SubKey};
+use crate::state::ids::{parent_uris, ClientId, SubKey};
 use crate::state::subscriptions::SubscriptionRegistry;
 
 /// A waiter in the subscription registry: the client and its subscribe request id (for
@@ -195,26 +195,6 @@ pub(super) struct FanOut {
     deliveries: Vec<Delivery>,
 }
 
-/// The URIs `uri` is a sub-resource of, nearest first: every prefix that ends at a
-/// `/` of its path, with and without that `/` (`file:///a/b/c` → `file:///a/b/`,
-/// `file:///a/b`, `file:///a/`, `file:///a`, `file:///`). Nothing above the path
-/// (the scheme and authority alone) is a parent.
-fn parent_uris(uri: &str) -> impl Iterator<Item = &str> {
-    let path_start = uri.find("://").map_or(0, |i| i + 3);
-    let path_start = uri[path_start..]
-        .find('/')
-        .map_or(uri.len(), |i| path_start + i);
-    uri[path_start..]
-        .rmatch_indices('/')
-        .map(move |(i, _)| path_start + i)
-        .filter(move |&end| end + 1 < uri.len())
-        .flat_map(move |end| {
-            let with = &uri[..=end];
-            let without = (end > path_start).then(|| &uri[..end]);
-            [Some(with), without].into_iter().flatten()
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use std::time::Instant;
@@ -223,32 +203,6 @@ mod tests {
     use crate::downstream::outbox::CoalesceKey;
     use crate::protocol::methods;
     use crate::state::ids::UpstreamId;
-
-    #[test]
-    fn parents_end_at_slashes_of_the_path() {
-        let p: Vec<&str> = parent_uris("file:///a/b/c").collect();
-        assert_eq!(
-            p,
-            [
-                "file:///a/b/",
-                "file:///a/b",
-                "file:///a/",
-                "file:///a",
-                "file:///"
-            ]
-        );
-        let p: Vec<&str> = parent_uris("test://static/1").collect();
-        assert_eq!(p, ["test://static/"]);
-        assert_eq!(parent_uris("test://static").count(), 0);
-        assert_eq!(
-            parent_uris("test://static/").count(),
-            0,
-            "a URI is not its own parent"
-        );
-        let p: Vec<&str> = parent_uris("db://h/t/").collect();
-        assert_eq!(p, ["db://h/"]);
-        assert_eq!(parent_uris("urn:x:y").count(), 0);
-    }
 
     /// `client` holds `uri` of upstream 0, confirmed by the upstream.
     fn hold(h: &mut Holders, client: u64, uri: &str) {

@@ -249,7 +249,20 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
         s["subscribers"][URI], 1,
         "exactly one live session holds the subscription after the takeover: {s}"
     );
-    // Holders were told the URI may have changed; then updates flow again to all 20.
+    // Every holder on both instances hears that the URI may have changed in the gap
+    // (the new owner's from it, the other's through the fleet); then updates flow
+    // again to all 20.
+    for (i, cs) in holders.iter_mut().enumerate() {
+        for c in cs.iter_mut() {
+            let ev = c.next_event().await;
+            assert_eq!(ev["method"], "notifications/resources/updated", "{i}: {ev}");
+            assert_eq!(ev["params"]["uri"], URI, "{i}: {ev}");
+            assert!(
+                ev["params"]["_meta"].is_null(),
+                "the notice first: {i}: {ev}"
+            );
+        }
+    }
     watcher
         .tool("emit_update", json!({"uri": URI, "meta": {"n": 2}}))
         .await;

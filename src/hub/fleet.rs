@@ -208,14 +208,14 @@ impl Hub {
             self.apply_sub_effects(effects);
         }
         if changed {
-            let uri = self.catalog.expose_uri(key.upstream, &key.uri);
-            let n = Message::notification(methods::RESOURCES_UPDATED, Some(&json!({ "uri": uri })));
-            let holders = self.holders.of_key(key);
-            self.fan_out_tagged(
-                &holders,
-                &n,
-                crate::downstream::outbox::OutKind::update(key),
+            // As an update from the upstream: cached reads dropped, holders told, and,
+            // when this instance owns the key now (a takeover), every follower too
+            // (their holders missed what happened in the gap as much as these did).
+            let n = Message::notification(
+                methods::RESOURCES_UPDATED,
+                Some(&json!({ "uri": &*key.uri })),
             );
+            self.on_upstream_updated(key.upstream, n);
         }
     }
 

@@ -19,7 +19,7 @@ use crate::state::pending::Origin;
 use crate::upstream::Related;
 
 impl Hub {
-    fn on_upstream_updated(&mut self, upstream: UpstreamId, mut msg: Message) {
+    pub(super) fn on_upstream_updated(&mut self, upstream: UpstreamId, mut msg: Message) {
         let Some(UriRef { uri }) = parse_params(msg.params()) else {
             tracing::debug!("resources/updated without a uri dropped");
             return;

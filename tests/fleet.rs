@@ -579,3 +579,56 @@ async fn a_sub_resource_update_reaches_the_parents_holders_on_every_instance() {
         assert_eq!(ev["params"]["uri"], URI, "{who}: {ev}");
     }
 }
+
+/// When the owner's upstream session ends (the server forgot it), the owner takes the
+/// fleet's subscription again on the new session: updates keep reaching every holder.
+#[tokio::test]
+async fn the_owner_subscribes_again_after_its_upstream_session_restarts() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &(fleet_name() + "s"), &up.url);
+    let (owner, follower) = (Daemon::start(&cfg).await, Daemon::start(&cfg).await);
+    let mut a = HttpClient::connect(&owner.url, json!({})).await;
+    subscribe_all(std::slice::from_mut(&mut a)).await;
+    status_until(&owner, "the key owned", |f| f["keys"][0]["role"] == "own").await;
+    let mut b = HttpClient::connect(&follower.url, json!({})).await;
+    subscribe_all(std::slice::from_mut(&mut b)).await;
+    status_until(&follower, "the key followed", |f| {
+        f["keys"][0]["role"] == "follow"
+    })
+    .await;
+    // The owner's upstream session ends, as a server restart would end it.
+    a.tool("end_session", json!({})).await;
+    let start = Instant::now();
+    loop {
+        // (Calls fail while the owner's upstream session is being made again.)
+        let r = a
+            .call("tools/call", json!({"name": "stats", "arguments": {}}))
+            .await;
+        let counts = &r["result"]["structuredContent"]["counts"];
+        if counts["resources/subscribe"] == 2 {
+            break;
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the owner did not subscribe again on its new session: {r}"
+        );
+        tokio::task::yield_now().await;
+    }
+    a.tool("emit_update", json!({"uri": URI, "meta": {"n": 3}}))
+        .await;
+    for (who, c) in [("owner", &mut a), ("follower", &mut b)] {
+        let start = Instant::now();
+        loop {
+            let ev = c.next_event().await;
+            if ev["params"]["_meta"]["n"] == 3 {
+                break;
+            }
+            assert!(
+                start.elapsed() < EVENT_TIMEOUT,
+                "{who}: no update after the restart"
+            );
+        }
+    }
+}

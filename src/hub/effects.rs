@@ -193,7 +193,16 @@ impl Hub {
         for e in effects {
             match e {
                 SubEffect::UpstreamSubscribe(key) if self.fleet_shared(&key) => {
-                    self.fleet_want(key);
+                    if self.fleet_subscribes_itself(&key)
+                        && self.holders.registry.is_resubscribing(&key)
+                    {
+                        // This instance holds the key's upstream subscription (for the
+                        // fleet, or for itself): its upstream session restarted, and
+                        // taking it again is this instance's to do.
+                        self.send_sub_request(key, true);
+                    } else {
+                        self.fleet_want(key);
+                    }
                 }
                 SubEffect::UpstreamSubscribe(key) => self.send_sub_request(key, true),
                 SubEffect::UpstreamUnsubscribe(key) => {

@@ -73,6 +73,34 @@ impl Hub {
         }
     }
 
+    /// After `upstream`'s session restarted: the keys this instance owns for other
+    /// instances only (no local holder, so no registry entry) are subscribed again.
+    pub(super) fn fleet_resubscribe_owned(&mut self, upstream: crate::state::ids::UpstreamId) {
+        let keys: Vec<SubKey> = self
+            .fleet
+            .roles
+            .iter()
+            .filter(|(k, role)| {
+                k.upstream == upstream
+                    && **role == FleetRole::Own
+                    && !self.holders.registry.is_known_at(*k)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in keys {
+            self.send_sub_request(key, true);
+        }
+    }
+
+    /// Whether this instance holds the key's upstream subscription (as its owner, or
+    /// directly while the fleet is away).
+    pub(super) fn fleet_subscribes_itself(&self, key: &SubKey) -> bool {
+        matches!(
+            self.fleet_role(key),
+            Some(FleetRole::Own | FleetRole::Direct)
+        )
+    }
+
     /// The role of a key (`None`: not shared, or not held).
     pub(super) fn fleet_role(&self, key: &SubKey) -> Option<FleetRole> {
         self.fleet.roles.get(key).copied()

@@ -66,6 +66,9 @@ impl Hub {
             // every holder that changes may have been missed.
             let effects = self.holders.registry.upstream_ready(upstream);
             self.apply_sub_effects(effects);
+            // Keys this instance owns for the fleet's other instances alone are in no
+            // registry entry here: taken again too.
+            self.fleet_resubscribe_owned(upstream);
             let keys: Vec<SubKey> = self.holders.registry.keys_of(upstream).cloned().collect();
             for key in keys {
                 // Holders know the URI in its exposed (namespaced) form, as in every

@@ -23,7 +23,7 @@ impl FleetActor {
             return;
         };
         let me = Bytes::from(self.instance.clone());
-        match conn.leases.create(kid, me).await {
+        match conn.leases.create(kid, me.clone()).await {
             Ok(revision) => {
                 tracing::debug!(%kid, uri = %key.uri, "fleet: owning");
                 let k = self.keys.get_mut(kid).expect("known");
@@ -39,6 +39,28 @@ impl FleetActor {
                 .await;
             }
             Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                // Back from a short loss of NATS, the lease may still be this
+                // instance's own: it goes on owning (it kept the upstream subscription
+                // while direct) rather than follow itself and let the lease lapse.
+                if rejoin {
+                    if let Ok(Some(entry)) = conn.leases.entry(kid).await {
+                        if entry.operation == kv::Operation::Put && entry.value == me {
+                            tracing::debug!(%kid, uri = %key.uri, "fleet: owning again");
+                            let k = self.keys.get_mut(kid).expect("known");
+                            k.role = Role::Own {
+                                revision: entry.revision,
+                                idle: false,
+                            };
+                            k.owner = Some(self.instance.clone());
+                            self.emit(FleetEvent::Own {
+                                key,
+                                subscribe: false,
+                            })
+                            .await;
+                            return;
+                        }
+                    }
+                }
                 tracing::debug!(%kid, uri = %key.uri, "fleet: following");
                 // Subscribed before the hub hears "follow": no update is missed.
                 let updates = relay(

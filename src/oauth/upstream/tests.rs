@@ -194,17 +194,22 @@ async fn after_the_step_up_limit_a_stored_login_starts_over() {
     assert!(matches!(a.prepare().await, Prepared::NeedsLogin(_)));
 }
 
-/// A token endpoint on a free loopback port answering every request with `status`
-/// and `body`; its base URL.
-async fn token_server(status: u16, body: &'static str) -> String {
+/// A token endpoint on a free loopback port answering its `n`th request (from 0) with
+/// the status and JSON body `answer(n)` gives; its base URL.
+async fn token_server(answer: fn(usize) -> (u16, &'static str)) -> String {
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(move || async move {
-        (
-            axum::http::StatusCode::from_u16(status).unwrap(),
-            [("content-type", "application/json")],
-            body,
-        )
+    let served = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().fallback(move || {
+        let (status, body) = answer(served.fetch_add(1, Ordering::SeqCst));
+        async move {
+            (
+                axum::http::StatusCode::from_u16(status).unwrap(),
+                [("content-type", "application/json")],
+                body,
+            )
+        }
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://{addr}")
@@ -213,7 +218,7 @@ async fn token_server(status: u16, body: &'static str) -> String {
 #[tokio::test]
 async fn a_refresh_the_server_does_not_answer_keeps_the_login() {
     // The 5xx has no OAuth error in it: the authorization server is having trouble.
-    let base = token_server(503, "{}").await;
+    let base = token_server(|_| (503, "{}")).await;
     let a = auth_at(&format!("{base}/mcp"));
     let g = grant_for(&format!("{base}/mcp"), "old", &format!("{base}/token"));
     a.store.save_grant("up", &g).await.unwrap();
@@ -232,7 +237,7 @@ async fn a_refresh_the_server_does_not_answer_keeps_the_login() {
 
 #[tokio::test]
 async fn a_refresh_the_server_refuses_needs_a_login() {
-    let base = token_server(400, r#"{"error":"invalid_grant"}"#).await;
+    let base = token_server(|_| (400, r#"{"error":"invalid_grant"}"#)).await;
     let a = auth_at(&format!("{base}/mcp"));
     let g = grant_for(&format!("{base}/mcp"), "old", &format!("{base}/token"));
     a.store.save_grant("up", &g).await.unwrap();
@@ -242,39 +247,21 @@ async fn a_refresh_the_server_refuses_needs_a_login() {
     assert_eq!(a.bearer(), None, "the refused grant is dropped");
 }
 
-/// A server whose first answer grants a refresh (access `new`, refresh token rotated
-/// to `r2`) and which refuses every later request as a reused refresh token (b's
-/// rediscovery's metadata requests included); its base URL.
-async fn rotating_token_server() -> String {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let counted = Arc::new(AtomicUsize::new(0));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new().fallback(move || {
-        let first = counted.fetch_add(1, Ordering::SeqCst) == 0;
-        async move {
-            let (status, body) = if first {
-                (200, r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#)
-            } else {
-                (400, r#"{"error":"invalid_grant"}"#)
-            };
-            (
-                axum::http::StatusCode::from_u16(status).unwrap(),
-                [("content-type", "application/json")],
-                body,
-            )
-        }
-    });
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{addr}")
-}
-
 /// Two processes on one store hold the same login: once one refreshed it (rotating the
 /// refresh token), the other goes on with the stored grant instead of spending the
 /// old refresh token, which the authorization server would refuse.
 #[tokio::test]
 async fn a_login_another_process_refreshed_is_taken_from_the_store() {
-    let base = rotating_token_server().await;
+    // The first answer grants a refresh (the refresh token rotated to r2); every later
+    // request is refused as a reused refresh token (b's rediscovery's included).
+    let base = token_server(|n| match n {
+        0 => (
+            200,
+            r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#,
+        ),
+        _ => (400, r#"{"error":"invalid_grant"}"#),
+    })
+    .await;
     let url = format!("{base}/mcp");
     let g = Grant {
         // What rediscovery finds (the server as its own authorization server).

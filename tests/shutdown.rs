@@ -159,3 +159,40 @@ async fn sigterm_cuts_a_request_still_in_flight_after_drain_ms() {
     let message = answer["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("limits.drain_ms"), "{answer}");
 }
+
+/// Stopping a stdio server stops what it started too: a server that ignores stdin's EOF
+/// gets SIGTERM as a process group, its own child included (as an `npx` or `sh -c`
+/// wrapper's server would be).
+#[cfg(unix)]
+#[tokio::test]
+async fn stopping_a_server_stops_the_processes_it_started() {
+    let marker = unique("mcpmux-grandchild");
+    let cfg = format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.s]\ncommand = \"sh\"\n\
+         args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n\
+         env = {{ SCRIPTED_IGNORE_EOF = \"1\" }}\n",
+        scripted = common::scripted_upstream()
+    );
+    let mut d = Daemon::start(&cfg).await;
+    let mut a = HttpClient::connect(&d.url, json!({})).await;
+    let _ = a.tool("stats", json!({})).await;
+    let start = std::time::Instant::now();
+    while pids_with(&marker).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the server's child did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let status = d.terminate().await;
+    assert_eq!(status.code(), Some(0));
+    let start = std::time::Instant::now();
+    while !pids_with(&marker).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the server's child outlived it: {:?}",
+            pids_with(&marker)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

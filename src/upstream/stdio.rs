@@ -76,6 +76,10 @@ impl StdioUpstream {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .kill_on_drop(true);
+        // A process group of its own: stopping the server stops what it started too
+        // (`npx`, `uvx` and `sh -c` wrappers start the real server as their child).
+        #[cfg(unix)]
+        cmd.process_group(0);
         if let Some(dir) = cwd {
             cmd.current_dir(dir);
         }
@@ -356,14 +360,20 @@ impl StdioUpstream {
         }
         #[cfg(unix)]
         if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
-            tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; sending SIGTERM");
-            // SAFETY: kill(2) with a pid this actor spawned and has not reaped yet
-            // (`wait` has not returned), so it cannot name another process.
+            tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; sending SIGTERM to its process group");
+            // SAFETY: kill(2) of the process group the server leads (`process_group(0)`
+            // in `command`): it has not been reaped (`wait` has not returned), so the
+            // group's id cannot name another group.
             unsafe {
-                libc::kill(pid, libc::SIGTERM);
+                libc::kill(-pid, libc::SIGTERM);
             }
             if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
                 return end;
+            }
+            tracing::debug!(upstream = %self.config.name, "server did not exit; killing its process group");
+            // SAFETY: as above; the leader is still not reaped.
+            unsafe {
+                libc::kill(-pid, libc::SIGKILL);
             }
         }
         tracing::debug!(upstream = %self.config.name, "server did not exit; killing it");

@@ -214,6 +214,7 @@ impl Hub {
                         self.send_sub_request(key, false);
                     }
                 }
+                SubEffect::Forgotten(key) => self.fleet_forget(key),
                 SubEffect::Reply {
                     waiter: (client, id),
                     result,

@@ -101,6 +101,15 @@ impl Hub {
         )
     }
 
+    /// The registry dropped `key` with nothing to send upstream (its upstream session
+    /// was not known to hold it): the fleet actor lets it go too, or its interest (or
+    /// lease) in the key would be renewed for ever.
+    pub(super) fn fleet_forget(&mut self, key: SubKey) {
+        if self.fleet_role(&key).is_some() {
+            self.fleet_release(key);
+        }
+    }
+
     /// The role of a key (`None`: not shared, or not held).
     pub(super) fn fleet_role(&self, key: &SubKey) -> Option<FleetRole> {
         self.fleet.roles.get(key).copied()

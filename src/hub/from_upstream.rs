@@ -99,7 +99,9 @@ impl Hub {
         for pid in self.pending.ids_on_upstream(upstream) {
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        self.holders.registry.upstream_lost(upstream);
+        for key in self.holders.registry.upstream_lost(upstream) {
+            self.fleet_forget(key);
+        }
         self.reads.cache.clear_upstream(upstream);
         for kind in ListKind::ALL {
             self.catalog.forget(upstream, kind);

@@ -64,6 +64,10 @@ pub enum SubEffect<W, E> {
     Reply { waiter: W, result: Result<(), E> },
     /// Call `linger_expired(key, at)` at `at` (or later).
     SetLingerTimer { key: SubKey, at: Instant },
+    /// The key left the registry with nothing to send upstream: its upstream session
+    /// was not known to hold it (the upstream was down, or the subscribe failed).
+    /// Whoever else tracks the key (the fleet) lets it go.
+    Forgotten(SubKey),
 }
 
 /// The state of one `(upstream, uri)` key. A key that is not in the map has no upstream
@@ -501,8 +505,9 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 );
             }
             _ => {
-                // Unconfirmed: the current session does not hold it; nothing to undo.
+                // Unconfirmed: the current session is not known to hold it.
                 self.by_key.remove(&key);
+                fx.push(SubEffect::Forgotten(key));
             }
         }
     }

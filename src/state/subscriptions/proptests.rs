@@ -283,6 +283,17 @@ impl Sim {
                         );
                     }
                 }
+                SubEffect::Forgotten(key) => {
+                    // Dropped with nothing to undo: the upstream must not hold it.
+                    assert!(
+                        !self.upstream_subs.contains(&key),
+                        "forgot {key:?} while the upstream holds it"
+                    );
+                    assert!(
+                        !self.in_flight.iter().any(|(k, _)| *k == key),
+                        "forgot {key:?} with a subscribe in flight"
+                    );
+                }
                 SubEffect::Reply {
                     waiter: (c, req),
                     result,

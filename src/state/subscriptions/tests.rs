@@ -332,9 +332,13 @@ fn restart_resubscribes_active_keys_only() {
     activate(&mut r, &other, &[C3], t0);
     sub(&mut r, C2, &pending, 5, t0);
 
-    r.upstream_lost(U0);
+    assert_eq!(
+        r.upstream_lost(U0),
+        vec![lingering.clone()],
+        "the lingering key is dropped, and reported (for the fleet)"
+    );
     r.check_invariants();
-    assert_eq!(r.len(), 3, "the lingering key is dropped silently");
+    assert_eq!(r.len(), 3, "nothing else is dropped");
     assert_eq!(holders(&r, &active), vec![C1], "holders are kept");
     assert!(!r.is_active(&active), "the dead session no longer holds it");
     assert!(r.is_active(&other));
@@ -370,8 +374,12 @@ fn failed_resubscribe_keeps_holders_and_sends_no_unsubscribe() {
     assert_eq!(answer(&mut r, &a, Err("nope"), t0), vec![]);
     assert_eq!(holders(&r, &a), vec![C1]);
     assert!(!r.is_active(&a));
-    // The upstream does not hold it: 1→0 sends nothing and does not linger.
-    assert_eq!(unsub(&mut r, C1, &a, t0), vec![]);
+    // The upstream does not hold it: 1→0 sends nothing upstream and does not linger
+    // (the key is reported forgotten, for the fleet).
+    assert_eq!(
+        unsub(&mut r, C1, &a, t0),
+        vec![SubEffect::Forgotten(a.clone())]
+    );
     assert!(r.is_empty());
 }
 
@@ -382,7 +390,10 @@ fn unsubscribe_while_upstream_down_sends_nothing() {
     let a = key(U0, "file:///a");
     activate(&mut r, &a, &[C1], t0);
     r.upstream_lost(U0);
-    assert_eq!(unsub(&mut r, C1, &a, t0), vec![]);
+    assert_eq!(
+        unsub(&mut r, C1, &a, t0),
+        vec![SubEffect::Forgotten(a.clone())]
+    );
     assert!(r.is_empty());
     let fx: Fx = r.upstream_ready(U0);
     assert_eq!(fx, vec![]);

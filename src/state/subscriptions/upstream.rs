@@ -15,7 +15,8 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
     /// dropped silently (nothing to unsubscribe on a dead session). Active keys are kept,
     /// marked as not held upstream: until `upstream_ready` re-subscribes them, their 1→0
     /// sends no unsubscribe and `is_active` is false.
-    pub fn upstream_lost(&mut self, upstream: UpstreamId) {
+    /// Returns the lingering keys dropped (nothing held them; the fleet may track them).
+    pub fn upstream_lost(&mut self, upstream: UpstreamId) -> Vec<SubKey> {
         let mut dropped = Vec::new();
         for (key, state) in self.by_key.range_mut(first_key(upstream)..) {
             if key.upstream != upstream {
@@ -27,9 +28,10 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 KeyState::Pending { .. } => {}
             }
         }
-        for key in dropped {
-            self.by_key.remove(&key);
+        for key in &dropped {
+            self.by_key.remove(key);
         }
+        dropped
     }
 
     /// The upstream is being removed (a config reload): every key of it goes. Waiting

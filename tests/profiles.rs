@@ -70,6 +70,16 @@ fn received(log: &Path, method: &str) -> usize {
         .count()
 }
 
+/// `POST /reload` to the daemon: its status and body.
+async fn reload(d: &Daemon) -> (u16, String) {
+    let r = reqwest::Client::new()
+        .post(format!("{}/reload", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    (r.status().as_u16(), r.text().await.unwrap())
+}
+
 fn profile_url(d: &Daemon, name: &str) -> String {
     format!("{}/mcp/{name}", d.origin())
 }
@@ -282,12 +292,8 @@ async fn a_reload_of_one_profiles_filter_is_announced_to_its_clients_only() {
         config(&logs, "tools_allow = [\"a__*\", \"c__echo\"]\n", false),
     )
     .unwrap();
-    let reload = reqwest::Client::new()
-        .post(format!("{}/reload", d.origin()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reload.status(), 200, "{}", reload.text().await.unwrap());
+    let (status, body) = reload(&d).await;
+    assert_eq!(status, 200, "{body}");
 
     // p2's clients hear it: the legacy session and the listen.
     let ev = p2.next_event().await;
@@ -369,12 +375,7 @@ async fn a_reload_of_a_servers_filter_keeps_its_session_and_tells_its_views() {
         &server("b", &logs[1], "tools_deny = [\"stats\"]\n"),
     );
     std::fs::write(&path, text).unwrap();
-    let reload = reqwest::Client::new()
-        .post(format!("{}/reload", d.origin()))
-        .send()
-        .await
-        .unwrap();
-    let body = reload.text().await.unwrap();
+    let (_, body) = reload(&d).await;
     assert!(body.contains("its session stays"), "{body}");
     let ev = p1.next_event().await;
     assert_eq!(ev["method"], "notifications/tools/list_changed", "{ev}");
@@ -409,13 +410,7 @@ async fn a_reload_giving_the_running_listen_path_to_a_profile_is_refused() {
         );
     assert!(moved.contains("path = \"/api\"") && moved.contains("path = \"/mcp\""));
     std::fs::write(&path, moved).unwrap();
-    let reload = reqwest::Client::new()
-        .post(format!("{}/reload", d.origin()))
-        .send()
-        .await
-        .unwrap();
-    let status = reload.status();
-    let body = reload.text().await.unwrap();
+    let (status, body) = reload(&d).await;
     assert_ne!(status, 200, "{body}");
     assert!(
         body.contains("profiles.p1.path") && body.contains("restart"),
@@ -440,12 +435,8 @@ async fn a_reload_that_hides_a_held_uri_releases_it() {
         &server("c", &logs[2], "resources_deny = [\"test://static/*\"]\n"),
     );
     std::fs::write(&path, text).unwrap();
-    let reload = reqwest::Client::new()
-        .post(format!("{}/reload", d.origin()))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reload.status(), 200, "{}", reload.text().await.unwrap());
+    let (status, body) = reload(&d).await;
+    assert_eq!(status, 200, "{body}");
     let deadline = std::time::Instant::now() + common::EVENT_TIMEOUT;
     while received(&logs[2], "resources/unsubscribe") == 0 {
         assert!(

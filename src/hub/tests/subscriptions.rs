@@ -306,10 +306,9 @@ async fn slow_client_gets_coalesced_updates_and_others_are_untouched() {
     );
 }
 
-/// A re-subscribe after an upstream restart that the server refuses is asked again
-/// (docs/architecture.md, "Upstream failure"); the holder keeps the URI meanwhile.
-#[tokio::test(start_paused = true)]
-async fn a_refused_resubscribe_is_retried() {
+/// A client holding `test://a` (confirmed), and the upstream restarted since: its
+/// re-subscribe is on the upstream channel.
+async fn holding_test_a_across_a_restart() -> (Rig, Client) {
     let caps = json!({"resources": {"subscribe": true}});
     let mut r = rig_with(settings(), caps.clone()).await;
     let mut c = r.client(json!({})).await;
@@ -319,6 +318,14 @@ async fn a_refused_resubscribe_is_retried() {
     r.answer(&up[0], json!({})).await;
     c.next().await;
     r.restart_upstream(caps).await;
+    (r, c)
+}
+
+/// A re-subscribe after an upstream restart that the server refuses is asked again
+/// (docs/architecture.md, "Upstream failure"); the holder keeps the URI meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_refused_resubscribe_is_retried() {
+    let (mut r, mut c) = holding_test_a_across_a_restart().await;
     let resubscribe = |up: &[Message]| -> Vec<Message> {
         up.iter()
             .filter(|m| m.method() == Some("resources/subscribe"))
@@ -369,15 +376,7 @@ async fn a_refused_resubscribe_is_retried() {
 /// refused one.
 #[tokio::test(start_paused = true)]
 async fn a_resubscribe_that_times_out_is_retried() {
-    let caps = json!({"resources": {"subscribe": true}});
-    let mut r = rig_with(settings(), caps.clone()).await;
-    let mut c = r.client(json!({})).await;
-    c.send("resources/subscribe", json!({"uri": "test://a"}))
-        .await;
-    let up = r.upstream_msgs().await;
-    r.answer(&up[0], json!({})).await;
-    c.next().await;
-    r.restart_upstream(caps).await;
+    let (mut r, _c) = holding_test_a_across_a_restart().await;
     let subscribes = |up: &[Message]| {
         up.iter()
             .filter(|m| m.method() == Some("resources/subscribe"))

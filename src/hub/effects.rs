@@ -172,6 +172,10 @@ impl Hub {
             return;
         };
         let upstream = entry.upstream;
+        let subscribing = match &entry.origin {
+            Origin::Subscribe(key) => Some(key.clone()),
+            _ => None,
+        };
         let name = &self.upstreams[upstream.0].name;
         let why = if limit_reached {
             let ms = self.settings.request_max_total.as_millis();
@@ -185,6 +189,23 @@ impl Hub {
         }
         self.fail_request(pid, code::REQUEST_TIMEOUT, &why);
         self.send_cancelled(upstream, pid, "timed out in mcpmux");
+        if let Some(key) = subscribing {
+            self.undo_late_subscribe(key);
+        }
+    }
+
+    /// A first `resources/subscribe` of `key` timed out, and its waiters were told it
+    /// failed. The server may still apply it (a cancellation is only advice), and its
+    /// late answer would find nothing waiting: nothing would ever unsubscribe it. So,
+    /// unless the key is wanted again already, it is unsubscribed now; on a server that
+    /// never applied it, that unsubscribe is a harmless no-op. (A timed-out
+    /// *re*-subscribe is retried instead: its holders still want it.)
+    fn undo_late_subscribe(&mut self, key: SubKey) {
+        if self.holders.registry.is_known_at(&key) || self.fleet_role(&key).is_some() {
+            return;
+        }
+        self.reads.cache.invalidate(&key);
+        self.send_sub_request(key, false);
     }
 
     /// Carries out the registry's effects, including those that follow from a send

@@ -411,6 +411,39 @@ async fn a_resubscribe_that_times_out_is_retried() {
     assert_eq!(again, 1, "asked again after RESUBSCRIBE_RETRY");
 }
 
+/// A first subscribe the server does not answer in time fails for its waiter, and is
+/// undone upstream: were it applied late, nothing would ever unsubscribe it.
+#[tokio::test(start_paused = true)]
+async fn a_subscribe_that_times_out_is_undone_upstream() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["resources/subscribe"]);
+    tokio::time::advance(settings().request_timeout + Duration::from_millis(1)).await;
+    let mut after = vec![];
+    for _ in 0..100 {
+        after.extend(r.upstream_msgs().await);
+        if after
+            .iter()
+            .any(|m| m.method() == Some("resources/unsubscribe"))
+        {
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        methods_of(&after),
+        ["notifications/cancelled", "resources/unsubscribe"]
+    );
+    let params: Value = serde_json::from_str(after[1].params().unwrap().get()).unwrap();
+    assert_eq!(params["uri"], "test://a");
+    let answer = c.next().await;
+    assert_eq!(answer["error"]["code"], crate::protocol::code::REQUEST_TIMEOUT);
+    assert_eq!(r.hub.stats().await.unwrap().subscription_keys, 0);
+}
+
 #[tokio::test]
 async fn a_burst_held_for_its_holders_keeps_each_clients_order() {
     // A burst of one URI's updates is queued to its holders together at the end of the

@@ -329,6 +329,20 @@ impl Core {
                 changes.push(format!("server {} added", a.name));
             }
         }
+        let kept = |servers: &[ServerConfig]| -> Vec<String> {
+            let both = |s: &&ServerConfig| {
+                self.config.servers.0.iter().any(|o| o.name == s.name)
+                    && new.servers.0.iter().any(|n| n.name == s.name)
+            };
+            servers
+                .iter()
+                .filter(both)
+                .map(|s| s.name.clone())
+                .collect()
+        };
+        if kept(&self.config.servers.0) != kept(&new.servers.0) {
+            changes.push("servers reordered: the first in order wins a shared name".to_owned());
+        }
         if changes.is_empty() {
             return Ok(vec!["no change".to_owned()]);
         }
@@ -379,12 +393,20 @@ impl Core {
                 Some((*id, std::sync::Arc::new(server.view())))
             })
             .collect();
+        let order = new
+            .servers
+            .0
+            .iter()
+            .filter_map(|s| self.actors.iter().find(|(name, _, _)| *name == s.name))
+            .map(|(_, id, _)| *id)
+            .collect();
         let plan = ReloadPlan {
             settings: self.views.settings(&new),
             removed: removed_ids.iter().map(|(id, _)| *id).collect(),
             added: slots,
             replaced,
             retuned,
+            order,
         };
         self.hub
             .reload(plan)

@@ -198,6 +198,70 @@ async fn without_prefixes_swapping_the_config_order_swaps_the_winner() {
     first_in_config_order_wins(["b", "a"]).await;
 }
 
+/// Which server answers the colliding `stats` tool, once the first in config order
+/// (`first`) is back and has listed its tools: polled, since a restarted server's
+/// list comes in its own time.
+async fn winner_becomes(c: &mut HttpClient, first: &str) {
+    let start = std::time::Instant::now();
+    loop {
+        let s = c.tool("stats", json!({})).await;
+        if s["name"] == first {
+            return;
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "{first} is first in config order, but {} still answers",
+            s["name"]
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
+/// A reload keeps config order deciding collisions: a server the reload changed (a new
+/// session, so a new upstream behind it) keeps winning the names it shares, and a
+/// reordered config moves the win.
+#[tokio::test]
+async fn after_a_reload_the_first_server_in_config_order_still_wins() {
+    let path = temp_config(&servers(["a", "b"], false, 100, None));
+    let d = Daemon::start_at(&path).await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    winner_becomes(&mut c, "a").await;
+    let reload = || async {
+        let r = reqwest::Client::new()
+            .post(format!("{}/reload", d.origin()))
+            .send()
+            .await
+            .unwrap();
+        let status = r.status();
+        let body = r.text().await.unwrap();
+        assert!(status.is_success(), "{status}: {body}");
+        body
+    };
+    // a changes (one more resource): it is restarted, and still wins once it is back.
+    let with_a_changed = |order| {
+        let config = servers(order, false, 100, None);
+        let (before, a) = config.split_at(config.find("[servers.a]").unwrap());
+        let a = a.replacen(
+            "SCRIPTED_RESOURCES = \"5\"",
+            "SCRIPTED_RESOURCES = \"6\"",
+            1,
+        );
+        format!("{before}{a}")
+    };
+    std::fs::write(&path, with_a_changed(["a", "b"])).unwrap();
+    let body = reload().await;
+    assert!(body.contains("server a changed"), "{body}");
+    winner_becomes(&mut c, "a").await;
+    // The same servers in the other order: b wins from now on.
+    std::fs::write(&path, with_a_changed(["b", "a"])).unwrap();
+    let body = reload().await;
+    assert!(
+        body.contains("reordered") && !body.contains("changed"),
+        "{body}"
+    );
+    winner_becomes(&mut c, "b").await;
+}
+
 #[tokio::test]
 async fn pagination_spans_both_servers_with_proxy_cursors() {
     let d = Daemon::start(&two_servers(true, 2)).await;

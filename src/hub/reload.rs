@@ -36,6 +36,9 @@ pub struct ReloadPlan {
     /// Servers whose view keys alone changed (filters, renames): they keep their
     /// session; what they show is replaced.
     pub retuned: Vec<(UpstreamId, Arc<ServerView>)>,
+    /// Every upstream of the new configuration, in its order (ids after the reload):
+    /// where two servers show one name, the first wins, as at start.
+    pub order: Vec<UpstreamId>,
 }
 
 impl Hub {
@@ -46,6 +49,7 @@ impl Hub {
             added,
             replaced,
             retuned,
+            order,
         } = plan;
         let first_added = self.upstreams.len();
         // Who sees what changes: the views of the servers removed or retuned now, and
@@ -106,6 +110,7 @@ impl Hub {
             );
             self.upstreams.push(slot);
         }
+        self.catalog.set_order(&order);
         // Profiles added, changed or removed (their clients are closed), and the views
         // mapped to the new upstream table.
         audience.extend(self.apply_views());

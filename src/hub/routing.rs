@@ -15,14 +15,18 @@ use crate::state::ids::{ClientId, SubKey, UpstreamId, ViewId};
 
 impl Hub {
     /// Upstreams of `view` whose last known capabilities include `capability`.
+    /// In configuration order: where two offer a name, the first wins.
     pub(super) fn candidates(&self, view: ViewId, capability: &str) -> Vec<UpstreamId> {
-        self.upstreams
+        let mut cands: Vec<UpstreamId> = self
+            .upstreams
             .iter()
             .enumerate()
             .filter(|(_, u)| u.last_caps.get(capability).is_some_and(Value::is_object))
             .map(|(i, _)| UpstreamId(i))
             .filter(|u| self.catalog.in_view(view, *u))
-            .collect()
+            .collect();
+        self.catalog.in_config_order(&mut cands);
+        cands
     }
 
     /// [`Hub::candidates`], or the view's one upstream when none is known to offer it

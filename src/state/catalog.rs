@@ -23,84 +23,7 @@ use serde_json::Value;
 use crate::state::ids::{UpstreamId, ViewId};
 use crate::state::views::{ServerView, ViewSpec};
 
-/// The four paginated lists.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ListKind {
-    Tools,
-    Prompts,
-    Resources,
-    Templates,
-}
-
-impl ListKind {
-    pub const ALL: [ListKind; 4] = [
-        ListKind::Tools,
-        ListKind::Prompts,
-        ListKind::Resources,
-        ListKind::Templates,
-    ];
-
-    pub fn from_method(m: &str) -> Option<ListKind> {
-        Some(match m {
-            "tools/list" => ListKind::Tools,
-            "prompts/list" => ListKind::Prompts,
-            "resources/list" => ListKind::Resources,
-            "resources/templates/list" => ListKind::Templates,
-            _ => return None,
-        })
-    }
-
-    pub fn method(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools/list",
-            ListKind::Prompts => "prompts/list",
-            ListKind::Resources => "resources/list",
-            ListKind::Templates => "resources/templates/list",
-        }
-    }
-
-    /// The array member of the result.
-    pub fn items_key(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources => "resources",
-            ListKind::Templates => "resourceTemplates",
-        }
-    }
-
-    /// The member of each item that is namespaced and routed on.
-    pub fn name_key(self) -> &'static str {
-        match self {
-            ListKind::Tools | ListKind::Prompts => "name",
-            ListKind::Resources => "uri",
-            ListKind::Templates => "uriTemplate",
-        }
-    }
-
-    /// The server capability that offers this list.
-    pub fn capability(self) -> &'static str {
-        match self {
-            ListKind::Tools => "tools",
-            ListKind::Prompts => "prompts",
-            ListKind::Resources | ListKind::Templates => "resources",
-        }
-    }
-
-    /// The kinds a `*/list_changed` notification invalidates.
-    pub fn changed_by(notification: &str) -> &'static [ListKind] {
-        match notification {
-            "notifications/tools/list_changed" => &[ListKind::Tools],
-            "notifications/prompts/list_changed" => &[ListKind::Prompts],
-            "notifications/resources/list_changed" => &[ListKind::Resources, ListKind::Templates],
-            _ => &[],
-        }
-    }
-
-    fn uses_uri(self) -> bool {
-        matches!(self, ListKind::Resources | ListKind::Templates)
-    }
-}
+pub use kind::ListKind;
 
 /// Separator between a prefix and a tool or prompt name.
 pub const NAME_SEP: &str = "__";
@@ -151,6 +74,10 @@ pub struct Catalog {
     /// Items by own name per (upstream, kind): a tool's definition is found without a
     /// scan of its list, however long.
     index: HashMap<(UpstreamId, ListKind), ItemIndex>,
+    /// Each upstream's position in the configuration, which decides name collisions.
+    /// Ids alone do not: a server a reload changed gets the next id, yet keeps its
+    /// place. An upstream not ranked orders after the ranked ones, by id.
+    rank: HashMap<UpstreamId, usize>,
 }
 
 impl Default for Catalog {
@@ -161,6 +88,7 @@ impl Default for Catalog {
             views: vec![Some(ViewSpec::everything())],
             routes: HashMap::new(),
             index: HashMap::new(),
+            rank: HashMap::new(),
         }
     }
 }
@@ -183,6 +111,20 @@ impl Catalog {
         for kind in ListKind::ALL {
             self.rebuild(kind);
         }
+    }
+
+    /// The upstreams in configuration order (after a reload); collisions are decided
+    /// anew.
+    pub fn set_order(&mut self, order: &[UpstreamId]) {
+        self.rank = order.iter().enumerate().map(|(i, u)| (*u, i)).collect();
+        for kind in ListKind::ALL {
+            self.rebuild(kind);
+        }
+    }
+
+    /// Sorts `ids` in configuration order: the first of them wins a name.
+    pub fn in_config_order(&self, ids: &mut [UpstreamId]) {
+        ids.sort_by_key(|u| (self.rank.get(u).copied().unwrap_or(usize::MAX), *u));
     }
 
     /// Replaces the views (the default view, id 0, is always every server).
@@ -300,7 +242,7 @@ impl Catalog {
             .filter(|(_, k)| *k == kind)
             .map(|(u, _)| *u)
             .collect();
-        keys.sort();
+        self.in_config_order(&mut keys);
         let mut hidden = Vec::new();
         for (i, view) in self.views.iter().enumerate() {
             let id = ViewId(i as u32);
@@ -579,5 +521,6 @@ pub fn decode_cursor(cursor: &str, upstreams: usize) -> Option<Vec<(UpstreamId, 
     Some(v.into_iter().map(|(u, c)| (UpstreamId(u), c)).collect())
 }
 
+mod kind;
 #[cfg(test)]
 mod tests;

@@ -440,7 +440,10 @@ async fn a_subscribe_that_times_out_is_undone_upstream() {
     let params: Value = serde_json::from_str(after[1].params().unwrap().get()).unwrap();
     assert_eq!(params["uri"], "test://a");
     let answer = c.next().await;
-    assert_eq!(answer["error"]["code"], crate::protocol::code::REQUEST_TIMEOUT);
+    assert_eq!(
+        answer["error"]["code"],
+        crate::protocol::code::REQUEST_TIMEOUT
+    );
     assert_eq!(r.hub.stats().await.unwrap().subscription_keys, 0);
 }
 

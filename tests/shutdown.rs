@@ -166,11 +166,25 @@ async fn sigterm_cuts_a_request_still_in_flight_after_drain_ms() {
 #[cfg(unix)]
 #[tokio::test]
 async fn stopping_a_server_stops_the_processes_it_started() {
+    stopping_stops_the_servers_child(true).await;
+}
+
+/// A server that exits by itself at stdin's EOF, leaving a child behind: the child gets
+/// SIGTERM as its process group's last member.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_server_that_exits_at_eof_leaves_no_child_behind() {
+    stopping_stops_the_servers_child(false).await;
+}
+
+#[cfg(unix)]
+async fn stopping_stops_the_servers_child(ignore_eof: bool) {
     let marker = unique("mcpmux-grandchild");
     let cfg = format!(
         "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.s]\ncommand = \"sh\"\n\
          args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n\
-         env = {{ SCRIPTED_IGNORE_EOF = \"1\" }}\n",
+         env = {{ SCRIPTED_IGNORE_EOF = \"{}\" }}\n",
+        if ignore_eof { "1" } else { "" },
         scripted = common::scripted_upstream()
     );
     let mut d = Daemon::start(&cfg).await;

@@ -355,11 +355,24 @@ impl StdioUpstream {
         end: SessionEnd,
     ) -> SessionEnd {
         drop(writer);
+        #[cfg(unix)]
+        let leader = child.id().and_then(|p| i32::try_from(p).ok());
         if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
+            // The server exited at stdin's EOF, but what it started may not have (a
+            // wrapper's server, a helper): they are told to stop as well. The group
+            // keeps its id while any member lives, so this names no other group.
+            #[cfg(unix)]
+            if let Some(pid) = leader {
+                // SAFETY: kill(2) of the group the server led (`process_group(0)` in
+                // `command`); with no member left it fails with ESRCH, ignored.
+                unsafe {
+                    libc::kill(-pid, libc::SIGTERM);
+                }
+            }
             return end;
         }
         #[cfg(unix)]
-        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
+        if let Some(pid) = leader {
             tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; sending SIGTERM to its process group");
             // SAFETY: kill(2) of the process group the server leads (`process_group(0)`
             // in `command`): it has not been reaped (`wait` has not returned), so the

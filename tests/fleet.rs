@@ -380,6 +380,49 @@ async fn nats_stopped_and_restarted_instances_fall_back_and_rejoin() {
     }
 }
 
+/// NATS goes away and is back before any lease tick (the lease here is far longer than
+/// the test): each instance hears of the disconnection from its client at once, holds
+/// its subscription directly, and an update made meanwhile reaches every holder.
+#[tokio::test]
+async fn a_short_nats_outage_between_ticks_is_noticed() {
+    harness::ensure_peers();
+    let nats = Nats::start().await;
+    let up = HttpUpstream::start(&[]).await;
+    let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url)
+        .replace(&format!("lease_ms = {LEASE_MS}"), "lease_ms = 300000");
+    let mut instances = vec![];
+    for _ in 0..2 {
+        instances.push(Daemon::start(&cfg).await);
+    }
+    let mut holders = vec![];
+    for d in &instances {
+        let mut c = vec![HttpClient::connect(&d.url, json!({})).await];
+        subscribe_all(&mut c).await;
+        holders.push(c.pop().unwrap());
+    }
+    let mut watcher = HttpClient::connect(&instances[1].url, json!({})).await;
+    assert_eq!(stats(&mut watcher).await["subscribers"][URI], 1);
+
+    let port = nats.stop().await;
+    let _nats = Nats::start_on(port).await;
+    stats_until(&mut watcher, "both instances subscribed directly", |s| {
+        s["subscribers"][URI] == 2
+    })
+    .await;
+    watcher
+        .tool("emit_update", json!({"uri": URI, "meta": {"n": "gap"}}))
+        .await;
+    for c in &mut holders {
+        let start = Instant::now();
+        while c.next_event().await["params"]["_meta"]["n"] != "gap" {
+            assert!(
+                start.elapsed() < EVENT_TIMEOUT,
+                "a holder missed the update"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn leases_follow_holders_across_instances() {
     harness::ensure_peers();

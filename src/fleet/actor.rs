@@ -86,6 +86,9 @@ struct FleetActor {
     inbound: mpsc::Sender<FleetInbound>,
     /// This instance's presence value (JSON: id, start time).
     presence: Bytes,
+    /// Counts connections: a disconnection reported by an earlier connection's client
+    /// (still winding down) is not this one's.
+    connection: u64,
 }
 
 /// Starts the actor task.
@@ -116,6 +119,7 @@ pub fn spawn(
         kids: HashMap::new(),
         reader: None,
         inbound,
+        connection: 0,
     };
     tokio::spawn(actor.run(rx, nats_rx, shutdown));
 }
@@ -178,9 +182,22 @@ impl FleetActor {
     /// Connects (or fails quietly: the hub then gets `Direct` for every key), sets up
     /// the buckets and the fleet-wide read subscription, and rejoins keys held directly.
     async fn connect(&mut self, subs: &mut Option<Relay>) {
+        self.connection += 1;
+        let (connection, lost) = (self.connection, self.inbound.clone());
         let mut opts = async_nats::ConnectOptions::new()
             .connection_timeout(Duration::from_secs(2))
-            .name(format!("mcpmux-{}", self.instance));
+            .name(format!("mcpmux-{}", self.instance))
+            // The client reconnects by itself, but what was published to this instance
+            // meanwhile is gone: a disconnection is a loss, however short (a tick
+            // could fall on either side of it and see nothing).
+            .event_callback(move |event| {
+                let lost = lost.clone();
+                async move {
+                    if matches!(event, async_nats::Event::Disconnected) {
+                        let _ = lost.send(FleetInbound::Disconnected(connection)).await;
+                    }
+                }
+            });
         if let Some(var) = &self.cfg.token_env {
             if let Ok(token) = std::env::var(var) {
                 opts = opts.token(token);
@@ -381,6 +398,10 @@ impl FleetActor {
             FleetInbound::ReadRequest(m) => self.serve_read(m).await,
             FleetInbound::RetryRequest(m) => self.serve_retry(m),
             FleetInbound::Lost => self.lost().await,
+            FleetInbound::Disconnected(connection) if connection == self.connection => {
+                self.lost().await;
+            }
+            FleetInbound::Disconnected(_) => {}
         }
     }
 
@@ -435,7 +456,10 @@ enum FleetInbound {
     ReadRequest(async_nats::Message),
     /// Another instance's MRTR retry of a request this instance holds.
     RetryRequest(async_nats::Message),
+    /// The fleet-wide subscriptions ended.
     Lost,
+    /// The client of this connection (by its count) lost the server.
+    Disconnected(u64),
 }
 
 #[cfg(test)]

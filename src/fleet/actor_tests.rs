@@ -39,6 +39,7 @@ fn actor() -> (FleetActor, mpsc::Receiver<FleetEvent>) {
         reader: None,
         inbound,
         presence: Bytes::new(),
+        connection: 0,
     };
     (actor, rx)
 }

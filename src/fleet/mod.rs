@@ -111,6 +111,12 @@ impl FleetHandle {
     pub fn send(&self, cmd: FleetCmd) {
         let _ = self.tx.send(cmd);
     }
+
+    /// A handle whose commands go to `tx`, for tests that play the fleet actor.
+    #[cfg(test)]
+    pub(crate) fn played_by(tx: mpsc::UnboundedSender<FleetCmd>) -> FleetHandle {
+        FleetHandle { tx }
+    }
 }
 
 /// Starts the fleet actor. `clients` lets the actor read through the hub as a client

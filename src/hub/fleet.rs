@@ -53,8 +53,13 @@ impl Hub {
     }
 
     /// The registry wants the upstream subscription (0→1 holders here).
+    /// A role already known (an owned key wanted again after its last local holder
+    /// left) stays until the actor answers: an owner keeps publishing meanwhile.
     pub(super) fn fleet_want(&mut self, key: SubKey) {
-        self.fleet.roles.insert(key.clone(), FleetRole::Pending);
+        self.fleet
+            .roles
+            .entry(key.clone())
+            .or_insert(FleetRole::Pending);
         let upstream_name = self.upstreams[key.upstream.0].name.clone();
         if let Some(f) = &self.fleet.actor {
             f.send(FleetCmd::Want { key, upstream_name });

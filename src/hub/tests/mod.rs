@@ -62,10 +62,23 @@ async fn rig_of_slot(
     info: InitInfo,
     make: impl FnOnce(mpsc::Sender<UpstreamCmd>) -> UpstreamSlot,
 ) -> Rig {
+    rig_of_hub(settings, info, make, None).await
+}
+
+/// [`rig_of_slot`], with the fleet actor (when given) played by the test.
+async fn rig_of_hub(
+    settings: HubSettings,
+    info: InitInfo,
+    make: impl FnOnce(mpsc::Sender<UpstreamCmd>) -> UpstreamSlot,
+    fleet: Option<crate::fleet::FleetHandle>,
+) -> Rig {
     let (up_tx, up_rx) = mpsc::channel(1024);
     let stop = CancellationToken::new();
     let up = make(up_tx);
-    let (hub, _task) = spawn_hub(settings, |_| vec![up], stop.clone());
+    let (hub, inboxes) = HubHandle::channels(INBOX_CAPACITY);
+    let mut actor = Hub::new(settings, vec![up]);
+    actor.fleet.actor = fleet;
+    tokio::spawn(actor.run(inboxes, stop.clone()));
     hub.upstream_event(UpstreamId(0), UpstreamEvent::Ready(info))
         .await
         .unwrap();
@@ -241,6 +254,7 @@ fn methods_of(msgs: &[Message]) -> Vec<&str> {
     msgs.iter().filter_map(Message::method).collect()
 }
 
+mod fleet;
 mod hidden;
 mod requests;
 mod server_messages;

@@ -1,0 +1,96 @@
+//! The hub's side of the fleet, in process: the fleet actor is played by the test (its
+//! commands read from a channel, its events sent to the hub), the shared upstream
+//! through the upstream command channel.
+
+use super::*;
+use crate::fleet::{FleetCmd, FleetEvent, FleetHandle};
+use crate::state::ids::SubKey;
+
+const URI: &str = "test://a";
+
+struct FleetRig {
+    rig: Rig,
+    cmds: mpsc::UnboundedReceiver<FleetCmd>,
+}
+
+/// A hub whose one upstream is shared by the fleet.
+async fn fleet_rig() -> FleetRig {
+    let (tx, cmds) = mpsc::unbounded_channel();
+    let info = InitInfo {
+        protocol_version: "2025-11-25".into(),
+        capabilities: json!({"resources": {"subscribe": true}}),
+        ..InitInfo::default()
+    };
+    let shared = |tx| UpstreamSlot {
+        shared: true,
+        ..slot("up", tx, None)
+    };
+    let rig = rig_of_hub(settings(), info, shared, Some(FleetHandle::played_by(tx))).await;
+    FleetRig { rig, cmds }
+}
+
+impl FleetRig {
+    /// The commands the hub sent the fleet actor so far.
+    async fn cmds(&mut self) -> Vec<FleetCmd> {
+        self.rig.sync().await;
+        let mut out = vec![];
+        while let Ok(cmd) = self.cmds.try_recv() {
+            out.push(cmd);
+        }
+        out
+    }
+
+    async fn event(&self, ev: FleetEvent) {
+        self.rig.hub.fleet_events().send(ev).await.unwrap();
+        self.rig.sync().await;
+    }
+
+    /// `c` holds [`URI`], and this instance owns it (its upstream subscribed).
+    async fn own_held(&mut self, c: &mut Client) {
+        c.send("resources/subscribe", json!({"uri": URI})).await;
+        let cmds = self.cmds().await;
+        assert!(
+            matches!(&cmds[..], [FleetCmd::Want { key, .. }] if &*key.uri == URI),
+            "{cmds:?}"
+        );
+        let key = SubKey::new(UpstreamId(0), URI);
+        self.event(FleetEvent::Own {
+            key,
+            subscribe: true,
+        })
+        .await;
+        let up = self.rig.upstream_msgs().await;
+        assert_eq!(methods_of(&up), ["resources/subscribe"]);
+        self.rig.answer(&up[0], json!({})).await;
+        assert_eq!(c.next().await["result"], json!({}));
+    }
+}
+
+fn updated(uri: &str) -> Message {
+    Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({ "uri": uri })),
+    )
+}
+
+/// A key this instance owns is wanted again (its last local holder left, a new one
+/// came) while other instances follow it: until the fleet actor answers, the owner's
+/// upstream updates are still published to them.
+#[tokio::test]
+async fn an_owner_publishes_while_its_key_is_wanted_again() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.own_held(&mut c).await;
+    c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    let cmds = f.cmds().await;
+    assert!(matches!(&cmds[..], [FleetCmd::Release { .. }]), "{cmds:?}");
+    c.send("resources/subscribe", json!({"uri": URI})).await;
+    let cmds = f.cmds().await;
+    assert!(matches!(&cmds[..], [FleetCmd::Want { .. }]), "{cmds:?}");
+    f.rig.inject(updated(URI)).await;
+    let cmds = f.cmds().await;
+    assert!(
+        matches!(&cmds[..], [FleetCmd::Publish { key, .. }] if &*key.uri == URI),
+        "the followers hear of the update: {cmds:?}"
+    );
+}

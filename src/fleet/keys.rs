@@ -14,6 +14,11 @@ pub fn key_id(upstream_name: &str, uri: &str) -> String {
     digest[..16].iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// The notification an owner publishes on a key's update subject once its upstream
+/// confirmed the subscription: a follower drops the reads it kept of the key (the owner
+/// may have made them before it was told of changes) and tells its holders nothing.
+pub const WATCHED: &str = "notifications/mcpmux/fleet_watched";
+
 /// The subject an owner publishes a key's updates on.
 pub fn update_subject(fleet: &str, kid: &str) -> String {
     format!("mcpmux.{fleet}.upd.{kid}")

@@ -144,6 +144,25 @@ impl Hub {
         }
     }
 
+    /// The upstream confirmed the subscription of `key`: when this instance owns it,
+    /// its followers drop the reads they kept of it, as this instance does (a read
+    /// made before cannot be told of a change made before).
+    pub(super) fn fleet_watched(&self, key: &SubKey) {
+        let Some(f) = &self.fleet.actor else {
+            return;
+        };
+        if self.fleet_role(key) == Some(FleetRole::Own) {
+            let n = Message::notification(
+                crate::fleet::keys::WATCHED,
+                Some(&json!({ "uri": &*key.uri })),
+            );
+            f.send(FleetCmd::Publish {
+                key: key.clone(),
+                update: n.to_bytes(),
+            });
+        }
+    }
+
     /// A follower's cache miss: the owner reads (once for the whole fleet).
     pub(super) fn fleet_read(&self, key: SubKey, exposed_uri: String, generation: u64) {
         if let Some(f) = &self.fleet.actor {
@@ -186,6 +205,10 @@ impl Hub {
             FleetEvent::Update { key, update } => match Message::parse(&update) {
                 Ok(msg) if msg.method() == Some(methods::RESOURCES_UPDATED) => {
                     self.on_fleet_update(key, msg);
+                }
+                Ok(msg) if msg.method() == Some(crate::fleet::keys::WATCHED) => {
+                    // As in `subscribe_settled`, for the owner's subscription.
+                    self.reads.cache.invalidate(&key);
                 }
                 _ => tracing::debug!("fleet: an unreadable update dropped"),
             },

@@ -186,6 +186,7 @@ impl Hub {
             // every read) cannot be told of a change made before this, so its result
             // must not be kept until the next update.
             self.reads.cache.invalidate(&key);
+            self.fleet_watched(&key);
         }
         let effects =
             self.holders

@@ -63,7 +63,57 @@ impl FleetRig {
         assert_eq!(methods_of(&up), ["resources/subscribe"]);
         self.rig.answer(&up[0], json!({})).await;
         assert_eq!(c.next().await["result"], json!({}));
+        let cmds = self.cmds().await;
+        assert!(
+            matches!(&cmds[..], [FleetCmd::Publish { update, .. }] if is_watched(update)),
+            "the followers are told the owner watches the key now: {cmds:?}"
+        );
     }
+
+    /// `c` holds [`URI`] as a follower.
+    async fn follow_held(&mut self, c: &mut Client) {
+        c.send("resources/subscribe", json!({"uri": URI})).await;
+        let cmds = self.cmds().await;
+        assert!(matches!(&cmds[..], [FleetCmd::Want { .. }]), "{cmds:?}");
+        let key = SubKey::new(UpstreamId(0), URI);
+        self.event(FleetEvent::Follow {
+            key,
+            drop_upstream: false,
+        })
+        .await;
+        assert_eq!(c.next().await["result"], json!({}));
+        assert!(self.rig.upstream_msgs().await.is_empty());
+    }
+
+    /// `c` reads [`URI`]: through the owner (answered with `text`) when `via_owner`,
+    /// else from this instance's cache.
+    async fn read(&mut self, c: &mut Client, via_owner: bool, text: &str) {
+        c.send("resources/read", json!({"uri": URI})).await;
+        let cmds = self.cmds().await;
+        if via_owner {
+            let [FleetCmd::Read {
+                key, generation, ..
+            }] = &cmds[..]
+            else {
+                panic!("a read through the owner: {cmds:?}");
+            };
+            let result = json!({"contents": [{"uri": URI, "text": text}]}).to_string();
+            self.event(FleetEvent::ReadDone {
+                key: key.clone(),
+                generation: *generation,
+                outcome: Ok(result),
+            })
+            .await;
+        } else {
+            assert!(cmds.is_empty(), "read from the cache: {cmds:?}");
+        }
+        let r = c.next().await;
+        assert_eq!(r["result"]["contents"][0]["text"], text, "{r}");
+    }
+}
+
+fn is_watched(update: &bytes::Bytes) -> bool {
+    Message::parse(update).is_ok_and(|m| m.method() == Some(crate::fleet::keys::WATCHED))
 }
 
 fn updated(uri: &str) -> Message {
@@ -93,4 +143,25 @@ async fn an_owner_publishes_while_its_key_is_wanted_again() {
         matches!(&cmds[..], [FleetCmd::Publish { key, .. }] if &*key.uri == URI),
         "the followers hear of the update: {cmds:?}"
     );
+}
+
+/// A follower keeps the reads it got through the owner until the owner says it watches
+/// the key from now on: a read the owner made before its upstream confirmed the
+/// subscription may miss a change, and is read again. The holders hear nothing of it.
+#[tokio::test]
+async fn a_follower_drops_its_kept_reads_when_the_owner_starts_watching() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.follow_held(&mut c).await;
+    f.read(&mut c, true, "v0").await;
+    f.read(&mut c, false, "v0").await;
+    let watched = Message::notification(crate::fleet::keys::WATCHED, Some(&json!({ "uri": URI })));
+    f.event(FleetEvent::Update {
+        key: SubKey::new(UpstreamId(0), URI),
+        update: watched.to_bytes(),
+    })
+    .await;
+    assert!(c.pending().is_empty(), "nothing for the holder");
+    f.read(&mut c, true, "v1").await;
+    f.read(&mut c, false, "v1").await;
 }

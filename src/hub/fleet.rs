@@ -43,6 +43,10 @@ pub(crate) struct FleetView {
 pub(super) struct FleetPart {
     pub(super) actor: Option<crate::fleet::FleetHandle>,
     pub(super) roles: std::collections::HashMap<SubKey, FleetRole>,
+    /// Owned keys the current upstream session confirmed. For a key owned for other
+    /// instances alone (no local holder, so not in the registry) this is what lets the
+    /// followers' reads be kept, as the registry's confirmation does for held keys.
+    pub(super) watching: std::collections::HashSet<SubKey>,
     pub(super) view: FleetView,
 }
 
@@ -144,14 +148,22 @@ impl Hub {
         }
     }
 
+    /// Whether a change of `key` will be heard of, so that its reads may be kept: the
+    /// registry's confirmed keys, and the keys owned for other instances alone.
+    pub(super) fn watched(&self, key: &SubKey) -> bool {
+        self.holders.registry.is_active(key)
+            || (!self.fleet.watching.is_empty() && self.fleet.watching.contains(key))
+    }
+
     /// The upstream confirmed the subscription of `key`: when this instance owns it,
     /// its followers drop the reads they kept of it, as this instance does (a read
     /// made before cannot be told of a change made before).
-    pub(super) fn fleet_watched(&self, key: &SubKey) {
+    pub(super) fn fleet_watched(&mut self, key: &SubKey) {
         let Some(f) = &self.fleet.actor else {
             return;
         };
         if self.fleet_role(key) == Some(FleetRole::Own) {
+            self.fleet.watching.insert(key.clone());
             let n = Message::notification(
                 crate::fleet::keys::WATCHED,
                 Some(&json!({ "uri": &*key.uri })),
@@ -175,6 +187,22 @@ impl Hub {
     }
 
     pub(super) fn on_fleet_event(&mut self, ev: FleetEvent) {
+        match &ev {
+            // A subscription that is to be sent, or no longer this instance's: not
+            // watched (until confirmed again).
+            FleetEvent::Own {
+                key,
+                subscribe: true,
+            }
+            | FleetEvent::Follow { key, .. }
+            | FleetEvent::Direct { key, .. }
+            | FleetEvent::Unsubscribe { key } => {
+                if self.fleet.watching.remove(key) && !self.holders.registry.is_active(key) {
+                    self.reads.cache.invalidate(key);
+                }
+            }
+            _ => {}
+        }
         match ev {
             FleetEvent::Own { key, subscribe } => {
                 let takeover = self.holders.registry.is_active(&key);

@@ -102,6 +102,7 @@ impl Hub {
         for key in self.holders.registry.upstream_lost(upstream) {
             self.fleet_forget(key);
         }
+        self.fleet.watching.retain(|k| k.upstream != upstream);
         self.reads.cache.clear_upstream(upstream);
         for kind in ListKind::ALL {
             self.catalog.forget(upstream, kind);

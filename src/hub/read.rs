@@ -131,7 +131,7 @@ impl Hub {
         let (upstream, upstream_uri) = (key.upstream, key.uri.to_string());
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached.
-        let watched = self.holders.registry.is_active(&key);
+        let watched = self.watched(&key);
         if !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg) {
             return self.forward_request(client, id, msg);
         }
@@ -176,7 +176,7 @@ impl Hub {
         generation: u64,
         outcome: Result<&str, &str>,
     ) {
-        let still_active = self.holders.registry.is_active(key);
+        let still_active = self.watched(key);
         let answers = self
             .reads
             .finish(key, generation, outcome, still_active, Instant::now());

@@ -168,6 +168,7 @@ impl Hub {
         // The unsubscribes are queued to the actor, which delivers them before it stops.
         self.apply_sub_effects(effects);
         self.reads.cache.clear_upstream(u);
+        self.fleet.watching.retain(|k| k.upstream != u);
         for kind in ListKind::ALL {
             self.catalog.forget(u, kind);
         }

@@ -112,6 +112,22 @@ impl FleetRig {
     }
 }
 
+impl FleetRig {
+    /// `reader` reads [`URI`]; the upstream answers with `text` what reaches it.
+    /// Returns how many reads reached the upstream.
+    async fn reads_upstream(&mut self, reader: &mut Client, text: &str) -> usize {
+        reader.send("resources/read", json!({"uri": URI})).await;
+        let up = self.rig.upstream_msgs().await;
+        for m in &up {
+            let contents = json!({"contents": [{"uri": URI, "text": text}]});
+            self.rig.answer(m, contents).await;
+        }
+        let r = reader.next().await;
+        assert_eq!(r["result"]["contents"][0]["text"], text, "{r}");
+        up.len()
+    }
+}
+
 fn is_watched(update: &bytes::Bytes) -> bool {
     Message::parse(update).is_ok_and(|m| m.method() == Some(crate::fleet::keys::WATCHED))
 }
@@ -164,4 +180,44 @@ async fn a_follower_drops_its_kept_reads_when_the_owner_starts_watching() {
     assert!(c.pending().is_empty(), "nothing for the holder");
     f.read(&mut c, true, "v1").await;
     f.read(&mut c, false, "v1").await;
+}
+
+/// An owner whose last local holder left keeps the key for the other instances: their
+/// reads through it are kept until the key changes, as for a held key (one upstream
+/// read per change for the whole fleet); once the key is let go, they are not.
+#[tokio::test]
+async fn an_owner_keeps_the_reads_of_a_key_it_owns_for_others_alone() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.own_held(&mut c).await;
+    c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    f.cmds().await;
+    // The fleet actor's reads for followers come as any client's.
+    let mut reader = f.rig.client(json!({})).await;
+    assert_eq!(f.reads_upstream(&mut reader, "v0").await, 1);
+    assert_eq!(f.reads_upstream(&mut reader, "v0").await, 0, "kept");
+    f.rig.inject(updated(URI)).await;
+    f.rig.sync().await;
+    assert_eq!(
+        f.reads_upstream(&mut reader, "v1").await,
+        1,
+        "read again after a change"
+    );
+    assert_eq!(f.reads_upstream(&mut reader, "v1").await, 0, "kept");
+    f.event(FleetEvent::Unsubscribe {
+        key: SubKey::new(UpstreamId(0), URI),
+    })
+    .await;
+    let up = f.rig.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["resources/unsubscribe"]);
+    assert_eq!(
+        f.reads_upstream(&mut reader, "v2").await,
+        1,
+        "not watched: not kept"
+    );
+    assert_eq!(
+        f.reads_upstream(&mut reader, "v2").await,
+        1,
+        "not watched: not kept"
+    );
 }

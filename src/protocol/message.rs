@@ -167,6 +167,9 @@ pub fn raw_json(v: &serde_json::Value) -> Box<RawValue> {
 
 struct Members(Vec<(Key, Box<RawValue>)>);
 
+/// Up to this many members, duplicates are found by a scan; beyond, by a set.
+const SCANNED_MEMBERS: usize = 16;
+
 impl<'de> Deserialize<'de> for Members {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -176,13 +179,24 @@ impl<'de> Deserialize<'de> for Members {
                 f.write_str("a JSON object")
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut out = Vec::with_capacity(4);
+                let mut out: Vec<(Key, Box<RawValue>)> = Vec::with_capacity(4);
+                // Duplicates are found by a scan of the few members a message has; a
+                // hostile object of many members is checked by a set instead, so that
+                // its cost stays linear.
+                let mut names: Option<std::collections::HashSet<Key>> = None;
                 while let Some(name) = map.next_key::<Cow<'de, str>>()? {
                     let value: Box<RawValue> = map.next_value()?;
-                    if out.iter().any(|(k, _): &(Key, _)| **k == *name) {
+                    let duplicate = match &mut names {
+                        Some(set) => !set.insert(key(&name)),
+                        None => out.iter().any(|(k, _)| **k == *name),
+                    };
+                    if duplicate {
                         return Err(de::Error::custom(format!("duplicate member `{name}`")));
                     }
                     out.push((key(&name), value));
+                    if names.is_none() && out.len() == SCANNED_MEMBERS {
+                        names = Some(out.iter().map(|(k, _)| k.clone()).collect());
+                    }
                 }
                 Ok(Members(out))
             }

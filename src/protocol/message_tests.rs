@@ -151,3 +151,29 @@ fn builders_produce_valid_messages() {
     let q = Message::request(&id, "ping", None);
     assert_eq!(q.to_json(), r#"{"jsonrpc":"2.0","id":3,"method":"ping"}"#);
 }
+
+/// A duplicate member is refused however many members come before it; an object of
+/// many distinct members (a hostile one: every POST body is parsed before anything
+/// else) is checked by a set, not by a scan per member.
+#[test]
+fn duplicates_are_found_among_many_members() {
+    let wide = |dup: bool| {
+        let mut body = String::from(r#"{"jsonrpc":"2.0","id":1,"method":"ping""#);
+        for i in 0..100_000 {
+            body.push_str(&format!(",\"m{i}\":0"));
+        }
+        if dup {
+            body.push_str(",\"m99\":1");
+        }
+        body.push('}');
+        body
+    };
+    let m = Message::parse(wide(false).as_bytes()).expect("distinct members");
+    assert_eq!(m.method(), Some("ping"));
+    assert!(matches!(
+        Message::parse(wide(true).as_bytes()),
+        Err(ParseError::Invalid(_))
+    ));
+    let early = r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#;
+    assert!(Message::parse(early.as_bytes()).is_err());
+}

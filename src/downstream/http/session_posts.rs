@@ -86,8 +86,9 @@ impl SessionActor {
         let Some(sink) = sink else {
             return Ok(());
         };
-        for (i, id) in ids.iter().enumerate() {
-            if self.by_id.contains_key(id) || ids[..i].contains(id) {
+        let mut batch = std::collections::HashSet::with_capacity(ids.len());
+        for id in &ids {
+            if self.by_id.contains_key(id) || !batch.insert(id) {
                 return Err(id.clone());
             }
         }

@@ -225,7 +225,9 @@ async fn batch(
             )),
         }
     }
-    let (tx, rx) = lane::channel(session::STREAM_QUEUE);
+    // Room for every answer: they are collected only once the whole batch was handed
+    // on, and a full lane would hold up the session's other messages behind them.
+    let (tx, rx) = lane::channel(session::STREAM_QUEUE.max(ids.len()));
     let sink = (!ids.is_empty()).then_some(PostSink { tx, sse: false });
     if !msgs.is_empty() {
         if let Err(resp) = forward(app, entry, msgs, ids.clone(), sink).await {
@@ -304,7 +306,7 @@ enum Refusal {
 /// or when the session ends) and synthesizes an error for each one that never came.
 async fn collect(mut rx: lane::Receiver<Bytes>, ids: &[RawId]) -> Vec<Bytes> {
     let mut out = Vec::with_capacity(ids.len());
-    let mut answered = Vec::with_capacity(ids.len());
+    let mut answered = std::collections::HashSet::with_capacity(ids.len());
     while let Some(bytes) = rx.recv().await {
         if let Ok(m) = Message::parse(&bytes) {
             answered.extend(m.id().cloned());

@@ -140,6 +140,32 @@ async fn batch_is_allowed_without_the_version_header_for_2025_03_26() {
     assert!(v.iter().any(|m| m["error"]["code"] == -32600));
 }
 
+/// A batch of more requests than a stream's queue holds is answered whole, as one
+/// array, and the session goes on.
+#[tokio::test]
+async fn a_large_batch_is_answered_whole() {
+    let s = start(HttpSettings {
+        max_message_bytes: 1 << 20,
+        ..settings()
+    })
+    .await;
+    let sid = s.initialize_version("2025-03-26").await;
+    // More than a stream's queue and the client's queue (64 here) together.
+    let n = 200;
+    let items: Vec<String> = (1..=n).map(|i| rpc(i, "echo", json!({}))).collect();
+    let body = format!("[{}]", items.join(","));
+    let resp = s.post(Some(&sid), body).send().await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let v: Vec<Value> = resp.json().await.unwrap();
+    assert_eq!(v.len(), n as usize);
+    assert!(
+        v.iter().all(|m| m["result"].is_object()),
+        "{:?}",
+        v.iter().find(|m| !m["result"].is_object())
+    );
+    s.assert_echo(&sid).await;
+}
+
 #[tokio::test]
 async fn batch_is_refused_with_protocol_version_2025_06_18() {
     let s = start(settings()).await;

@@ -188,7 +188,11 @@ async fn single(app: &App, entry: &SessionEntry, msg: Message, accepts: Accepts)
     };
     let sse = accepts.sse && (progress_token(msg.params()).is_some() || !accepts.json);
     let (tx, rx) = lane::channel(session::STREAM_QUEUE);
-    let sink = PostSink { tx, sse };
+    let sink = PostSink {
+        tx,
+        sse,
+        prime: entry.primes(),
+    };
     if let Err(resp) = forward(app, entry, vec![msg], vec![id.clone()], Some(sink)).await {
         return resp;
     }
@@ -228,7 +232,11 @@ async fn batch(
     // Room for every answer: they are collected only once the whole batch was handed
     // on, and a full lane would hold up the session's other messages behind them.
     let (tx, rx) = lane::channel(session::STREAM_QUEUE.max(ids.len()));
-    let sink = (!ids.is_empty()).then_some(PostSink { tx, sse: false });
+    let sink = (!ids.is_empty()).then_some(PostSink {
+        tx,
+        sse: false,
+        prime: false,
+    });
     if !msgs.is_empty() {
         if let Err(resp) = forward(app, entry, msgs, ids.clone(), sink).await {
             return resp;
@@ -401,7 +409,11 @@ async fn initialize(app: Arc<App>, msg: Message, view: ViewId) -> Response {
     };
     let id = msg.id().cloned().expect("initialize is a request");
     let (tx, rx) = lane::channel(1);
-    let sink = PostSink { tx, sse: false };
+    let sink = PostSink {
+        tx,
+        sse: false,
+        prime: false,
+    };
     if let Err(resp) = forward(&app, &entry, vec![msg], vec![id.clone()], Some(sink)).await {
         end.reason = "initialize not delivered";
         return resp;

@@ -87,6 +87,16 @@ pub(crate) struct PostSink {
     /// SSE: related notifications and requests go here too, framed as SSE events.
     /// JSON: only the raw response bytes.
     pub sse: bool,
+    /// An SSE stream starts with a priming event (sessions of 2025-11-25 and later).
+    pub prime: bool,
+}
+
+impl SessionEntry {
+    /// Whether the session's protocol version has SSE priming events (SEP-1699,
+    /// 2025-11-25): older clients may take an event with empty data for a message.
+    pub(crate) fn primes(&self) -> bool {
+        self.version.as_deref().is_none_or(|v| v >= "2025-11-25")
+    }
 }
 
 /// Commands from HTTP handlers.

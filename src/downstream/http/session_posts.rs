@@ -99,10 +99,14 @@ impl SessionActor {
         }
         let mut replay = None;
         if sink.sse {
-            // The priming event: an id to resume from before anything else is sent.
+            // The priming event: an id to resume from before anything else is sent
+            // (2025-11-25 on; older clients may take its empty data for a message, so
+            // they are not sent it, and the stream's numbering stays the same).
             let mut r = PostReplay::default();
             let priming = r.push(key, b"");
-            let _ = sink.tx.try_send(priming);
+            if sink.prime {
+                let _ = sink.tx.try_send(priming);
+            }
             replay = Some(r);
         }
         self.posts.insert(

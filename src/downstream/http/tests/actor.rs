@@ -138,6 +138,7 @@ async fn a_response_whose_post_is_gone_is_dropped_not_sent_on_the_get_stream() {
     let sink = session::PostSink {
         tx: post_tx,
         sse: false,
+        prime: false,
     };
     let ids = vec![RawId::from_u64(1)];
     let post = SessionCmd::Post {
@@ -163,7 +164,11 @@ async fn a_request_id_already_in_flight_is_refused() {
         let (tx, rx) = lane::channel(4);
         keep.push(rx);
         let (ack, acked) = tokio::sync::oneshot::channel();
-        let sink = session::PostSink { tx, sse: false };
+        let sink = session::PostSink {
+            tx,
+            sse: false,
+            prime: false,
+        };
         let ids = vec![RawId::from_u64(1)];
         cmd.send(SessionCmd::Post {
             ids,
@@ -189,6 +194,7 @@ async fn a_post_stream_whose_connection_dropped_is_resumed_by_last_event_id() {
     let sink = session::PostSink {
         tx: post_tx,
         sse: true,
+        prime: true,
     };
     cmd.send(SessionCmd::Post {
         ids: vec![RawId::from_u64(1)],
@@ -248,6 +254,7 @@ async fn a_cancelled_requests_post_gets_request_cancelled() {
     let sink = session::PostSink {
         tx: post_tx,
         sse: false,
+        prime: false,
     };
     cmd.send(SessionCmd::Post {
         ids: vec![RawId::from_u64(4)],

@@ -99,6 +99,21 @@ pub(super) async fn handle(app: Arc<App>, req: Request, view: ViewId) -> Respons
             return super::stateless::handle(app, msg, headers, accepts, view).await;
         }
     }
+    let modern_version = raw_version
+        .map(str::trim)
+        .filter(|v| crate::protocol::stateless::is_modern(v));
+    if let (None, Some(version)) = (session_id, modern_version) {
+        // A 2026-07-28 POST that is no valid request: say what is wrong with it, not
+        // that its version is unknown (the legacy guard below knows no such version).
+        match &incoming {
+            Incoming::Single(Err(e)) => return parse_error(e),
+            Incoming::Batch(_) => {
+                let msg = format!("batches are not allowed in protocol version {version}");
+                return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg);
+            }
+            Incoming::Single(Ok(_)) => {}
+        }
+    }
     let header_version = match guard::protocol_version(raw_version) {
         Ok(v) => v,
         Err(msg) => return error(StatusCode::BAD_REQUEST, code::INVALID_REQUEST, &msg),

@@ -159,3 +159,37 @@ async fn bearer_token_is_required_when_configured() {
     assert_eq!(resp.status(), StatusCode::OK);
     assert!(resp.headers().contains_key("mcp-session-id"));
 }
+
+/// A 2026-07-28 POST that is no valid request is told what is wrong with it, not that
+/// its protocol version is unknown.
+#[tokio::test]
+async fn a_malformed_2026_07_28_post_gets_the_error_of_its_content() {
+    let s = start(settings()).await;
+    let cases = [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":"x"}"#,
+            -32600,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/list"}"#,
+            -32600,
+        ),
+        (
+            r#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#,
+            -32600,
+        ),
+    ];
+    for (body, code) in cases {
+        let resp = s
+            .post(None, body)
+            .header("mcp-protocol-version", "2026-07-28")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::BAD_REQUEST, "{body}");
+        let v: Value = resp.json().await.unwrap();
+        assert_eq!(v["error"]["code"], code, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(!message.contains("unsupported"), "{body}: {v}");
+    }
+}

@@ -401,7 +401,9 @@ impl SessionActor {
             } => {
                 let cursor = match last_event_id {
                     Some(LastEventId::Get(n)) => {
-                        let n = n.min(self.replay.last_id());
+                        // Past what any stream received, the id cannot name an
+                        // event the client saw (an earlier session's, or made up).
+                        let n = n.min(self.delivered);
                         if self.replay.oldest_id().is_some_and(|o| o > n + 1) {
                             warn!(client.id = %self.client, last_event_id = n,
                                 "replay buffer no longer holds every event after Last-Event-ID");

@@ -60,6 +60,27 @@ async fn get_stream_receives_unrelated_notification_with_event_id() {
     assert!(text.contains("id: 2\ndata: "), "{text}");
 }
 
+/// A `Last-Event-ID` beyond anything this session ever sent (one of an earlier
+/// session, or made up) cannot mean those events were seen: the events no stream has
+/// received yet are delivered all the same.
+#[tokio::test]
+async fn a_last_event_id_beyond_what_was_sent_skips_nothing() {
+    let s = start(settings()).await;
+    let sid = s.initialize().await;
+    s.post(Some(&sid), note("x/emit", json!({"n": 3})))
+        .send()
+        .await
+        .unwrap();
+    let get = s
+        .get(&sid)
+        .header("last-event-id", "2")
+        .send()
+        .await
+        .unwrap();
+    let text = read_until(get, "x/event", 3).await;
+    assert!(text.starts_with("id: 1\n"), "{text}");
+}
+
 #[tokio::test]
 async fn events_wait_for_a_get_stream_and_last_event_id_replays() {
     let s = start(settings()).await;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Instant;
 
-use common::http::{post, Daemon, HttpClient};
+use common::http::{post, Daemon, HttpClient, PostStream};
 use common::modern::{request, ModernClient};
 use common::{scripted_upstream, EVENT_TIMEOUT};
 use serde_json::{json, Value};
@@ -233,6 +233,40 @@ async fn a_traceparent_in_meta_joins_mcpmux_and_the_upstream_to_the_callers_trac
         })
     })
     .await;
+    let _ = std::fs::remove_file(&log);
+}
+
+/// A request its client cancels gets no response, yet its SERVER span ends (marked
+/// cancelled) while the client stays connected, rather than when it leaves.
+#[tokio::test]
+async fn a_cancelled_request_ends_its_server_span() {
+    let mut rx = Receiver::start().await;
+    let log = log_path("cancel");
+    let d = Daemon::start_with_env(&config(Some(&rx.endpoint()), &log), &FAST).await;
+    let c = HttpClient::connect(&d.url, json!({})).await;
+    let trace = "5bf92f3577b34da6a3ce929d0e0e4737";
+    let call = json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "hang", "arguments": {},
+                   "_meta": {"traceparent": traceparent(trace, "00f067aa0ba902b8")}}});
+    let _stream = PostStream::open(&c, &call).await;
+    let start = Instant::now();
+    while upstream_calls(&log).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the call never reached the upstream"
+        );
+        tokio::task::yield_now().await;
+    }
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": "slow", "reason": "the user gave up"}});
+    assert_eq!(c.post(&cancel).await.status(), 202);
+    let all = rx
+        .until("the cancelled call's SERVER span", |all| {
+            find(all, trace, "SERVER", "tools/call").is_some()
+        })
+        .await;
+    let server = find(&all, trace, "SERVER", "tools/call").unwrap();
+    assert_eq!(server["attributes"]["error.type"], "cancelled", "{server}");
     let _ = std::fs::remove_file(&log);
 }
 

@@ -373,6 +373,7 @@ impl Hub {
                 self.reads
                     .cache
                     .forget_waiter(|(c, i)| *c == client && *i == req);
+                self.trace_cancelled(client, &req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {
                         self.drop_request_timer(pid);

@@ -115,15 +115,37 @@ fn error_code(bytes: &[u8]) -> Option<i64> {
 }
 
 fn end(open: Open, server: bool, error: Option<i64>) {
-    let mut attrs = vec![KeyValue::new("mcp.method.name", open.method)];
-    if let Some(code) = error {
+    let error = error.map(|code| {
         open.span.record("otel.status_code", "error");
         open.span.set_attribute("error.type", code.to_string());
         open.span
             .set_attribute("rpc.response.status_code", code.to_string());
-        attrs.push(KeyValue::new("error.type", code.to_string()));
+        error_type(code)
+    });
+    record(&open, server, error);
+}
+
+/// The duration metric of a span that ends. Its attributes take bounded values only
+/// (peers choose methods and error codes; each distinct set is a series kept for
+/// good): a method mcpmux does not know is `other`, as on `/metrics`.
+fn record(open: &Open, server: bool, error: Option<String>) {
+    let method = super::metrics::method_label(&open.method);
+    let mut attrs = vec![KeyValue::new("mcp.method.name", method)];
+    if let Some(e) = error {
+        attrs.push(KeyValue::new("error.type", e));
     }
     telemetry::record_duration(server, open.start.elapsed(), &attrs);
+}
+
+/// `error.type` of an error code on the duration metric: the JSON-RPC reserved codes
+/// (which MCP's are among) as they are, any other `_OTHER` (the conventions' value
+/// for an error type outside a known set).
+fn error_type(code: i64) -> String {
+    if (-32768..=-32000).contains(&code) {
+        code.to_string()
+    } else {
+        "_OTHER".to_owned()
+    }
 }
 
 impl Hub {
@@ -312,6 +334,18 @@ impl Hub {
             .filter_map(|c| self.clients.get(c))
             .map(|c| c.outbox.merged())
             .sum()
+    }
+
+    /// A client cancelled its request `id`: no response will come, so its SERVER span
+    /// ends now (it would otherwise stay open until the client leaves).
+    pub(super) fn trace_cancelled(&mut self, client: ClientId, id: &RawId) {
+        if !self.traces.on {
+            return;
+        }
+        if let Some(open) = self.traces.server.remove(&(client, id.clone())) {
+            open.span.set_attribute("error.type", "cancelled");
+            record(&open, true, Some("cancelled".to_owned()));
+        }
     }
 
     /// A client left: its open SERVER spans end unanswered.

@@ -35,12 +35,20 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
 print(json.dumps(out))
 "#;
 
+/// A server name with a double quote and a backslash in it.
+const ODD: &str = r#"odd "one" \ here"#;
+
 #[tokio::test]
 async fn metrics_pass_the_official_openmetrics_parser() {
     ensure_peers();
+    // A second server whose name needs escaping in a label value (valid TOML).
+    let odd = format!(
+        "[servers.'{ODD}']\ncommand = {:?}\nprefix = \"odd\"\n",
+        common::scripted_upstream()
+    );
     let d = Daemon::start(&scripted_config(
         "[listen]\nhttp = \"127.0.0.1:0\"\n",
-        "",
+        &odd,
         "",
     ))
     .await;
@@ -81,6 +89,18 @@ async fn metrics_pass_the_official_openmetrics_parser() {
         String::from_utf8_lossy(&out.stderr)
     );
     let hist: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let upstreams: Vec<String> = hist
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter_map(|k| k.strip_prefix("mcpmux_upstream_request_duration_seconds"))
+        .filter_map(|labels| serde_json::from_str::<Value>(labels).ok())
+        .filter_map(|labels| labels["upstream"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        upstreams.iter().any(|u| u == ODD),
+        "the odd name reads back as it is: {upstreams:?}\n{text}"
+    );
     let latency = hist
         .as_object()
         .unwrap()

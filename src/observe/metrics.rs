@@ -33,6 +33,25 @@ struct SnapshotCollector(Snapshot);
 
 type Labels<'a> = Vec<(&'static str, &'a str)>;
 
+/// A label value as the exposition format writes it: backslash, double quote and line
+/// feed escaped (the encoder writes values as given, and names come from the config,
+/// where `[servers.'a "b"']` is valid TOML).
+fn label(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return std::borrow::Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 2);
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 fn counter(e: &mut MetricEncoder<'_>, v: u64) -> Result<(), Error> {
     e.encode_counter::<Labels<'_>, u64, f64>(&v, None::<&Exemplar<Labels<'_>, f64>>)
 }
@@ -54,6 +73,7 @@ where
 impl Collector for SnapshotCollector {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), Error> {
         let s = &self.0;
+        let names: Vec<_> = s.upstreams.iter().map(|u| label(&u.name)).collect();
         // Upstreams.
         let mut m = enc.encode_descriptor(
             "mcpmux_upstream_up",
@@ -61,8 +81,8 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Gauge,
         )?;
-        for u in &s.upstreams {
-            let labels: Labels<'_> = vec![("upstream", &u.name), ("state", u.state)];
+        for (u, name) in s.upstreams.iter().zip(&names) {
+            let labels: Labels<'_> = vec![("upstream", name.as_ref()), ("state", u.state)];
             m.encode_family(&labels)?
                 .encode_gauge(&i64::from(u.state == "up"))?;
         }
@@ -72,8 +92,8 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Gauge,
         )?;
-        for u in &s.upstreams {
-            let labels: Labels<'_> = vec![("upstream", &u.name)];
+        for (u, name) in s.upstreams.iter().zip(&names) {
+            let labels: Labels<'_> = vec![("upstream", name.as_ref())];
             m.encode_family(&labels)?
                 .encode_gauge(&i64::from(u.state == NEEDS_LOGIN))?;
         }
@@ -83,9 +103,9 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Gauge,
         )?;
-        for u in &s.upstreams {
+        for (u, name) in s.upstreams.iter().zip(&names) {
             if let Some(era) = u.era {
-                let labels: Labels<'_> = vec![("upstream", &u.name), ("era", era)];
+                let labels: Labels<'_> = vec![("upstream", name.as_ref()), ("era", era)];
                 m.encode_family(&labels)?.encode_gauge(&1i64)?;
             }
         }
@@ -95,8 +115,8 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Counter,
         )?;
-        for u in &s.upstreams {
-            let labels: Labels<'_> = vec![("upstream", &u.name)];
+        for (u, name) in s.upstreams.iter().zip(&names) {
+            let labels: Labels<'_> = vec![("upstream", name.as_ref())];
             counter(&mut m.encode_family(&labels)?, u.restarts)?;
         }
         let mut m = enc.encode_descriptor(
@@ -105,9 +125,9 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Counter,
         )?;
-        for u in &s.upstreams {
+        for (u, name) in s.upstreams.iter().zip(&names) {
             for (method, c) in &u.methods {
-                let labels: Labels<'_> = vec![("upstream", &u.name), ("method", method)];
+                let labels: Labels<'_> = vec![("upstream", name.as_ref()), ("method", method)];
                 counter(&mut m.encode_family(&labels)?, c.requests)?;
             }
         }
@@ -117,9 +137,9 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Counter,
         )?;
-        for u in &s.upstreams {
+        for (u, name) in s.upstreams.iter().zip(&names) {
             for (method, c) in &u.methods {
-                let labels: Labels<'_> = vec![("upstream", &u.name), ("method", method)];
+                let labels: Labels<'_> = vec![("upstream", name.as_ref()), ("method", method)];
                 counter(&mut m.encode_family(&labels)?, c.errors)?;
             }
         }
@@ -129,8 +149,8 @@ impl Collector for SnapshotCollector {
             None,
             MetricType::Histogram,
         )?;
-        for u in &s.upstreams {
-            let labels: Labels<'_> = vec![("upstream", &u.name)];
+        for (u, name) in s.upstreams.iter().zip(&names) {
+            let labels: Labels<'_> = vec![("upstream", name.as_ref())];
             // The encoder takes per-bucket counts and sums them itself, and writes
             // `le="+Inf"` only for an upper bound of `f64::MAX` (an `f64::INFINITY`
             // bound comes out as `le="inf"`, which OpenMetrics parsers reject).
@@ -292,7 +312,8 @@ impl Collector for SnapshotCollector {
                 MetricType::Gauge,
             )?;
             for (name, n) in &s.profiles {
-                let labels: Labels<'_> = vec![("profile", name.as_deref().unwrap_or(""))];
+                let name = label(name.as_deref().unwrap_or(""));
+                let labels: Labels<'_> = vec![("profile", name.as_ref())];
                 m.encode_family(&labels)?.encode_gauge(&(*n as u64))?;
             }
         }

@@ -308,6 +308,27 @@ fn listen_path_must_start_with_a_slash() {
     );
 }
 
+/// Paths the router could not serve beside its own routes are refused by `check`
+/// rather than panicking `serve`; the operator's pages give way to the endpoint.
+#[test]
+fn listen_path_may_not_be_a_route_mcpmux_needs_or_hold_route_syntax() {
+    for path in [
+        "/oauth/callback",
+        "/login/x",
+        "/mcp/{id}",
+        "/a/{",
+        "/mcp/:id",
+        "/mcp/*x",
+    ] {
+        let e = err(&format!("[listen]\npath = {path:?}\n{ONE_SERVER}"));
+        assert!(e.starts_with("test.toml:2: listen.path = "), "{path}: {e}");
+    }
+    for path in ["/", "/status", "/mcp/v1", "/login"] {
+        let c = ok(&format!("[listen]\npath = {path:?}\n{ONE_SERVER}"));
+        assert_eq!(c.listen.path, path);
+    }
+}
+
 #[test]
 fn limits_that_make_no_sense_at_zero_are_rejected() {
     let keys = [

@@ -62,12 +62,37 @@ fn positive(at: &[&str], value: u64) -> Result<(), Problem> {
     Ok(())
 }
 
+/// `listen.path` is a route of the HTTP router next to the operator's: it may not be
+/// one of the routes that cannot give way to it (`/oauth/callback`, `/login/NAME`),
+/// nor hold the router's own syntax (`{name}` captures, `:` and `*` segments). The
+/// operator's pages (`/`, `/status`, ...) do give way: the endpoint may be served there.
+fn check_listen_path(path: &str) -> Result<(), Problem> {
+    let at = KeyPath::new(&["listen", "path"]);
+    let why = if path == crate::oauth::callback::DAEMON_CALLBACK_PATH || path.starts_with("/login/")
+    {
+        Some("is a path mcpmux's OAuth logins use")
+    } else if path.contains(['{', '}'])
+        || path
+            .split('/')
+            .any(|segment| segment.starts_with([':', '*']))
+    {
+        Some("may not hold `{`, `}`, or a segment starting with `:` or `*`")
+    } else {
+        None
+    };
+    match why {
+        Some(why) => Err(invalid(&at, format!("{at} = {path:?} {why}"))),
+        None => Ok(()),
+    }
+}
+
 fn check_listen(listen: &ListenConfig) -> Result<(), Problem> {
     if !listen.path.starts_with('/') {
         let at = KeyPath::new(&["listen", "path"]);
         let message = format!("{at} must start with `/` (got {:?})", listen.path);
         return Err(invalid(&at, message));
     }
+    check_listen_path(&listen.path)?;
     positive(&["listen", "session_idle_ms"], listen.session_idle_ms)?;
     if let Some(var) = &listen.auth_token_env {
         if var.is_empty() || var.contains(['=', '\0', '$', '{', '}']) {

@@ -118,11 +118,11 @@ fn add_entry(plan: &mut Plan, files: &[HostFile], index: usize, entry: &Entry) {
     }
 
     let wanted = sanitize_name(&entry.name);
-    if let Some(same) = plan
-        .servers
-        .iter()
-        .find(|s| s.name == wanted && s.transport == transport)
-    {
+    // The same server under the same host key, whatever it was imported as (a third
+    // file's copy must match the second's `NAME-2`, not only a server named NAME).
+    if let Some(same) = plan.servers.iter().find(|s| {
+        (s.name == wanted || sanitize_name(&s.original) == wanted) && s.transport == transport
+    }) {
         let text = format!(
             "the same server as servers.{} (from {}): imported once",
             same.name, files[same.file].shown

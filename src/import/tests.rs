@@ -480,6 +480,35 @@ fn names_are_sanitized_and_unique_and_identical_duplicates_merge() {
     );
 }
 
+/// A server that two files share, differing from a third file's of the same name, is
+/// imported once beside that one, however many files list it.
+#[test]
+fn a_renamed_duplicate_in_a_third_file_is_imported_once() {
+    let files = vec![
+        host_file(
+            "/a/claude_desktop_config.json",
+            r#"{"mcpServers": {"fs": {"command": "fs", "args": ["A"]}}}"#,
+        ),
+        host_file(
+            "/b/.cursor/mcp.json",
+            r#"{"mcpServers": {"fs": {"command": "fs", "args": ["B"]}}}"#,
+        ),
+        host_file(
+            "/c/.vscode/mcp.json",
+            r#"{"servers": {"fs": {"command": "fs", "args": ["B"]}}}"#,
+        ),
+    ];
+    let plan = plan(&files);
+    let names: Vec<&str> = plan.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["fs", "fs-2"], "{:?}", notes(&plan));
+    assert_eq!(stdio(&plan, "fs-2").1, ["B"]);
+    assert!(
+        has_note(&plan, NoteKind::Changed, "servers.fs", "servers.fs-2"),
+        "{:?}",
+        notes(&plan)
+    );
+}
+
 #[test]
 fn hosts_are_recognized_by_location_then_by_shape() {
     let entries = |text: &str| host_file("/x/y.json", text).entries;

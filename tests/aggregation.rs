@@ -218,8 +218,8 @@ async fn winner_becomes(c: &mut HttpClient, first: &str) {
 }
 
 /// A reload keeps config order deciding collisions: a server the reload changed (a new
-/// session, so a new upstream behind it) keeps winning the names it shares, and a
-/// reordered config moves the win.
+/// session, so a new upstream behind it) keeps winning the names it shares (and its
+/// counters on /metrics go on), and a reordered config moves the win.
 #[tokio::test]
 async fn after_a_reload_the_first_server_in_config_order_still_wins() {
     let path = temp_config(&servers(["a", "b"], false, 100, None));
@@ -248,10 +248,27 @@ async fn after_a_reload_the_first_server_in_config_order_still_wins() {
         );
         format!("{before}{a}")
     };
+    let calls_of_a = || async {
+        let text = reqwest::get(format!("{}/metrics", d.origin()))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let series = r#"mcpmux_upstream_requests_total{upstream="a",method="tools/call"} "#;
+        text.lines()
+            .find_map(|l| l.strip_prefix(series))
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {series}in\n{text}"))
+    };
+    let before = calls_of_a().await;
+    assert!(before >= 1);
     std::fs::write(&path, with_a_changed(["a", "b"])).unwrap();
     let body = reload().await;
     assert!(body.contains("server a changed"), "{body}");
     winner_becomes(&mut c, "a").await;
+    // The same series on /metrics: a's counts go on, never back to zero.
+    assert!(calls_of_a().await > before);
     // The same servers in the other order: b wins from now on.
     std::fs::write(&path, with_a_changed(["b", "a"])).unwrap();
     let body = reload().await;

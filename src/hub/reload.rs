@@ -178,7 +178,12 @@ impl Hub {
         slot.last_caps = serde_json::Value::Null;
         slot.prefix = None;
         slot.uri_prefixes.clear();
-        self.counters.upstreams.remove(&u);
+        // A changed server is the same series on /metrics (labelled by name): its
+        // counts go on from where they were, never back to zero.
+        let counts = self.counters.upstreams.remove(&u);
+        if let (Some(to), Some(counts)) = (to, counts) {
+            self.counters.upstreams.insert(to, counts);
+        }
         self.answer_deferred_inits();
     }
 }

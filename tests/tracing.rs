@@ -417,3 +417,40 @@ async fn without_an_endpoint_nothing_is_exported_and_the_variable_turns_it_on() 
     );
     let _ = std::fs::remove_file(&log);
 }
+
+/// The standard variables win over the config, as for the service name: a config that
+/// keeps no trace (`sample_ratio = 0.0`) exports one under `OTEL_TRACES_SAMPLER=always_on`.
+#[tokio::test]
+async fn the_sampler_variable_wins_over_the_configs_ratio() {
+    let mut rx = Receiver::start().await;
+    let log = log_path("sampler");
+    let cfg = config(Some(&rx.endpoint()), &log).replace(
+        "service_name = \"mcpmux-test\"\n",
+        "service_name = \"mcpmux-test\"\nsample_ratio = 0.0\n",
+    );
+    assert!(cfg.contains("sample_ratio"), "{cfg}");
+    let mut d = Daemon::start_with_env(
+        &cfg,
+        &[
+            ("OTEL_SERVICE_NAME", "mcpmux-sampled"),
+            ("OTEL_TRACES_SAMPLER", "always_on"),
+            FAST[0],
+        ],
+    )
+    .await;
+    let mut c = HttpClient::connect(&d.url, json!({})).await;
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+    d.terminate().await;
+    rx.until("a span of the always-on daemon", |all| {
+        all.iter()
+            .any(|v| v["signal"] == "span" && v["service"] == "mcpmux-sampled")
+    })
+    .await;
+    let _ = std::fs::remove_file(&log);
+}

@@ -109,8 +109,12 @@ impl Telemetry {
         let mut traces = SdkTracerProvider::builder()
             .with_batch_exporter(spans)
             .with_resource(resource.clone());
-        // `$OTEL_TRACES_SAMPLER(_ARG)` is the SDK's default; the config's ratio wins.
-        if let Some(ratio) = config.and_then(|c| c.sample_ratio) {
+        // As for the service name, the variables win: `$OTEL_TRACES_SAMPLER(_ARG)`, read
+        // by the SDK, when set; else the config's ratio.
+        let ratio = config
+            .and_then(|c| c.sample_ratio)
+            .filter(|_| std::env::var_os("OTEL_TRACES_SAMPLER").is_none());
+        if let Some(ratio) = ratio {
             traces = traces.with_sampler(Sampler::ParentBased(Box::new(
                 Sampler::TraceIdRatioBased(ratio),
             )));

@@ -264,9 +264,14 @@ pub fn map_entry(fields: &[Field], ctx: &Ctx<'_>) -> Result<(Transport, Vec<Fiel
             }
         }
         let env = match get("env") {
-            Some(f) => tr.table(f, "env", &mut note, |k, _| {
-                (k.is_empty() || k.contains(['=', '\0']))
-                    .then_some("not a valid environment variable name")
+            Some(f) => tr.table(f, "env", &mut note, |k, v| {
+                if k.is_empty() || k.contains(['=', '\0']) {
+                    Some("not a valid environment variable name")
+                } else if v.contains('\0') {
+                    Some("the value holds a NUL byte")
+                } else {
+                    None
+                }
             })?,
             None => BTreeMap::new(),
         };
@@ -416,7 +421,7 @@ fn unmapped_reason(key: &str, stdio: bool) -> &'static str {
 }
 
 /// An HTTP header name: RFC 9110 `token` characters.
-fn is_header_name(name: &str) -> bool {
+pub(super) fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

@@ -75,7 +75,13 @@ fn parse(args: &[String]) -> Result<Remote, String> {
                         "not imported: mcp-remote `--header {h:?}` is not `Name: value`"
                     ));
                 };
-                headers.insert(name.trim().to_owned(), v.trim().to_owned());
+                let (name, v) = (name.trim(), v.trim());
+                if !super::map::is_header_name(name) || v.contains(['\r', '\n', '\0']) {
+                    return Err(format!(
+                        "not imported: mcp-remote `--header {h:?}` is no valid HTTP header"
+                    ));
+                }
+                headers.insert(name.to_owned(), v.to_owned());
                 i += 2;
             }
             "--transport" => {
@@ -96,7 +102,10 @@ fn parse(args: &[String]) -> Result<Remote, String> {
                 let info = value(i, a)?;
                 match serde_json::from_str::<serde_json::Value>(&info) {
                     Ok(v) => {
-                        client_id = v["client_id"].as_str().map(str::to_owned);
+                        client_id = v["client_id"]
+                            .as_str()
+                            .filter(|c| !c.trim().is_empty())
+                            .map(str::to_owned);
                         if client_id.is_none() {
                             notes.push("`--static-oauth-client-info` has no client_id; not imported".to_owned());
                         }

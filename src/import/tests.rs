@@ -704,3 +704,36 @@ fn mcp_remote_entries_become_native_url_servers_with_each_change_reported() {
         "the secret is never written:\n{toml}"
     );
 }
+
+/// Entries the config would refuse are left out (each with its note), and the rest is
+/// imported: one bad entry never fails the whole import.
+#[test]
+fn entries_the_config_would_refuse_are_left_out_not_fatal() {
+    let text = r#"{"mcpServers": {
+        "spaced": {"command": "mcp-remote", "args": ["https://a.example/mcp", "--header", "X Api Key: v"]},
+        "noid": {"command": "mcp-remote", "args": ["https://b.example/mcp", "--static-oauth-client-info", "{\"client_id\":\"\"}"]},
+        "nul": {"command": "srv", "env": {"OK": "1", "BAD": "a\u0000b"}},
+        "fine": {"command": "srv"}
+    }}"#;
+    let (files, plan) = import("/home/me/.config/Claude/claude_desktop_config.json", text);
+    let names: Vec<&str> = plan.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["noid", "nul", "fine"], "{:?}", notes(&plan));
+    assert!(
+        has_note(&plan, NoteKind::Skipped, "mcpServers.spaced", "header"),
+        "{:?}",
+        notes(&plan)
+    );
+    assert!(
+        has_note(
+            &plan,
+            NoteKind::NotImported,
+            "mcpServers.nul.env.BAD",
+            "NUL"
+        ),
+        "{:?}",
+        notes(&plan)
+    );
+    assert_eq!(stdio(&plan, "nul").2, [("OK".to_owned(), "1".to_owned())]);
+    let toml = render_config(&files, &plan, "now").expect("renders and validates");
+    assert!(!toml.contains("client_id = "), "{toml}");
+}

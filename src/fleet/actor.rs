@@ -302,13 +302,22 @@ impl FleetActor {
             FleetCmd::Want { key, upstream_name } => {
                 let kid = keys::key_id(&upstream_name, &key.uri);
                 if let Some(k) = self.keys.get_mut(&kid) {
-                    // Still owned (idle) or followed: the local holders are back.
+                    // Still owned (idle) or followed: the local holders are back. A
+                    // reload may have replaced the upstream meanwhile (same name, so
+                    // the same key id, under a new hub key): the key moves to the new
+                    // one, whose fresh session holds no subscription yet.
+                    let moved = k.key != key;
+                    if moved {
+                        self.kids.remove(&k.key);
+                        self.kids.insert(key.clone(), kid.clone());
+                        k.key = key;
+                    }
                     let event = match &mut k.role {
                         Role::Own { idle, .. } => {
                             *idle = false;
                             FleetEvent::Own {
                                 key: k.key.clone(),
-                                subscribe: false,
+                                subscribe: moved,
                             }
                         }
                         Role::Follow => FleetEvent::Follow {
@@ -317,7 +326,7 @@ impl FleetActor {
                         },
                         Role::Direct => FleetEvent::Direct {
                             key: k.key.clone(),
-                            subscribe: false,
+                            subscribe: moved,
                         },
                     };
                     self.emit(event).await;

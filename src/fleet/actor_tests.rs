@@ -111,6 +111,31 @@ async fn without_nats_a_wanted_key_is_held_directly_and_subscribed_once() {
     assert_eq!((a.keys.len(), a.kids.len()), (1, 1));
 }
 
+/// A reload replaced the upstream (same name, new hub id) while this instance owned
+/// the key for other instances: the new upstream's want moves the key to its hub key,
+/// and the new session is told to subscribe.
+#[tokio::test]
+async fn a_key_wanted_under_a_replaced_upstream_moves_to_it() {
+    let (mut a, mut rx) = actor();
+    let (old, new) = (key(0, "test://a"), key(3, "test://a"));
+    a.on_cmd(want(&old, "files")).await;
+    drain(&mut rx);
+    let kid = keys::key_id("files", "test://a");
+    a.keys.get_mut(&kid).unwrap().role = Role::Own {
+        revision: 1,
+        idle: true,
+    };
+    a.on_cmd(want(&new, "files")).await;
+    let ev = drain(&mut rx);
+    assert!(
+        matches!(&ev[..], [FleetEvent::Own { key, subscribe: true }] if *key == new),
+        "{ev:?}"
+    );
+    assert_eq!(a.keys[&kid].key, new);
+    assert_eq!(a.kids.get(&new), Some(&kid));
+    assert!(!a.kids.contains_key(&old));
+}
+
 #[tokio::test]
 async fn releasing_a_direct_key_unsubscribes_and_forgets_it() {
     let (mut a, mut rx) = actor();

@@ -169,6 +169,8 @@ impl Hub {
         self.apply_sub_effects(effects);
         self.reads.cache.clear_upstream(u);
         self.fleet.watching.retain(|k| k.upstream != u);
+        // Its keys' roles went with it (after its releases above, which read them).
+        self.fleet.roles.retain(|k, _| k.upstream != u);
         for kind in ListKind::ALL {
             self.catalog.forget(u, kind);
         }

@@ -18,7 +18,7 @@ impl Hub {
                 let _ = reply.send(self.snapshot());
             }
             Control::Reload(plan, done) => {
-                self.on_reload(plan);
+                self.on_reload(*plan);
                 let _ = done.send(());
             }
             Control::Drain { until, done } => {

@@ -187,21 +187,22 @@ impl Hub {
     }
 
     pub(super) fn on_fleet_event(&mut self, ev: FleetEvent) {
-        match &ev {
-            // A subscription that is to be sent, or no longer this instance's: not
-            // watched (until confirmed again).
+        // A subscription that is to be sent, or no longer this instance's: not watched
+        // (until confirmed again).
+        let unwatched = match &ev {
             FleetEvent::Own {
                 key,
                 subscribe: true,
             }
             | FleetEvent::Follow { key, .. }
             | FleetEvent::Direct { key, .. }
-            | FleetEvent::Unsubscribe { key } => {
-                if self.fleet.watching.remove(key) && !self.holders.registry.is_active(key) {
-                    self.reads.cache.invalidate(key);
-                }
+            | FleetEvent::Unsubscribe { key } => Some(key),
+            _ => None,
+        };
+        if let Some(key) = unwatched {
+            if self.fleet.watching.remove(key) && !self.holders.registry.is_active(key) {
+                self.reads.cache.invalidate(key);
             }
-            _ => {}
         }
         match ev {
             FleetEvent::Own { key, subscribe } => {

@@ -22,7 +22,7 @@ pub enum Control {
     /// The operator's view (`/metrics`, `/status`), answered like `Stats`.
     Snapshot(oneshot::Sender<super::metrics::Snapshot>),
     /// Apply a config reload; answered once applied.
-    Reload(super::reload::ReloadPlan, oneshot::Sender<()>),
+    Reload(Box<super::reload::ReloadPlan>, oneshot::Sender<()>),
     /// Shutting down: refuse new clients and requests, and answer `done` (with the
     /// number of requests cut) once every request in flight is answered, or at
     /// `until`, when those still in flight fail.
@@ -159,7 +159,7 @@ impl HubHandle {
     pub async fn reload(&self, plan: super::reload::ReloadPlan) -> Result<(), HubGone> {
         let (tx, rx) = oneshot::channel();
         self.control
-            .send(Control::Reload(plan, tx))
+            .send(Control::Reload(Box::new(plan), tx))
             .await
             .map_err(|_| HubGone)?;
         rx.await.map_err(|_| HubGone)

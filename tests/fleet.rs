@@ -324,60 +324,75 @@ async fn leased(js: &async_nats::jetstream::Context, fleet: &str, uri: &str) -> 
     )
 }
 
+/// `n` instances on `cfg`, each with one holder of [`URI`], and a watcher of the
+/// upstream's stats on the last: the fleet holds one upstream subscription.
+struct HeldFleet {
+    _instances: Vec<Daemon>,
+    holders: Vec<HttpClient>,
+    watcher: HttpClient,
+}
+
+impl HeldFleet {
+    async fn start(cfg: &str, n: usize) -> HeldFleet {
+        let mut instances = vec![];
+        for _ in 0..n {
+            instances.push(Daemon::start(cfg).await);
+        }
+        let mut holders = vec![];
+        for d in &instances {
+            let mut c = vec![HttpClient::connect(&d.url, json!({})).await];
+            subscribe_all(&mut c).await;
+            holders.push(c.pop().unwrap());
+        }
+        let mut watcher = HttpClient::connect(&instances[n - 1].url, json!({})).await;
+        assert_eq!(stats(&mut watcher).await["subscribers"][URI], 1);
+        HeldFleet {
+            _instances: instances,
+            holders,
+            watcher,
+        }
+    }
+
+    /// Waits until the upstream counts `n` subscribers of [`URI`].
+    async fn subscribers(&mut self, what: &str, n: u64) {
+        stats_until(&mut self.watcher, what, |s| s["subscribers"][URI] == n).await;
+    }
+
+    /// The upstream emits an update marked `n`, and every holder gets it.
+    async fn update_reaches_every_holder(&mut self, n: &str) {
+        self.watcher
+            .tool("emit_update", json!({"uri": URI, "meta": {"n": n}}))
+            .await;
+        for c in &mut self.holders {
+            let start = Instant::now();
+            while c.next_event().await["params"]["_meta"]["n"] != n {
+                assert!(
+                    start.elapsed() < EVENT_TIMEOUT,
+                    "a holder missed the update {n}"
+                );
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn nats_stopped_and_restarted_instances_fall_back_and_rejoin() {
     harness::ensure_peers();
     let nats = Nats::start().await;
     let up = HttpUpstream::start(&[]).await;
     let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url);
-    let mut instances = vec![];
-    for _ in 0..3 {
-        instances.push(Daemon::start(&cfg).await);
-    }
-    let mut holders = vec![];
-    for d in &instances {
-        let mut c = vec![HttpClient::connect(&d.url, json!({})).await];
-        subscribe_all(&mut c).await;
-        holders.push(c.pop().unwrap());
-    }
-    let mut watcher = HttpClient::connect(&instances[2].url, json!({})).await;
-    assert_eq!(stats(&mut watcher).await["subscribers"][URI], 1);
+    let mut f = HeldFleet::start(&cfg, 3).await;
 
     // NATS goes away: every instance holds its subscription directly.
     let port = nats.stop().await;
-    stats_until(&mut watcher, "every instance subscribed directly", |s| {
-        s["subscribers"][URI] == 3
-    })
-    .await;
-    watcher
-        .tool("emit_update", json!({"uri": URI, "meta": {"n": "away"}}))
-        .await;
-    for c in &mut holders {
-        let start = Instant::now();
-        while c.next_event().await["params"]["_meta"]["n"] != "away" {
-            assert!(start.elapsed() < EVENT_TIMEOUT);
-        }
-    }
+    f.subscribers("every instance subscribed directly", 3).await;
+    f.update_reaches_every_holder("away").await;
 
     // NATS is back (same port): they rejoin, one subscription again, and the last
     // update reaches every holder.
     let _nats = Nats::start_on(port).await;
-    stats_until(&mut watcher, "one subscription after the rejoin", |s| {
-        s["subscribers"][URI] == 1
-    })
-    .await;
-    watcher
-        .tool("emit_update", json!({"uri": URI, "meta": {"n": "back"}}))
-        .await;
-    for c in &mut holders {
-        let start = Instant::now();
-        while c.next_event().await["params"]["_meta"]["n"] != "back" {
-            assert!(
-                start.elapsed() < EVENT_TIMEOUT,
-                "a holder missed the last update"
-            );
-        }
-    }
+    f.subscribers("one subscription after the rejoin", 1).await;
+    f.update_reaches_every_holder("back").await;
 }
 
 /// NATS goes away and is back before any lease tick (the lease here is far longer than
@@ -390,37 +405,11 @@ async fn a_short_nats_outage_between_ticks_is_noticed() {
     let up = HttpUpstream::start(&[]).await;
     let cfg = fleet_config(&nats.url(), &fleet_name(), &up.url)
         .replace(&format!("lease_ms = {LEASE_MS}"), "lease_ms = 300000");
-    let mut instances = vec![];
-    for _ in 0..2 {
-        instances.push(Daemon::start(&cfg).await);
-    }
-    let mut holders = vec![];
-    for d in &instances {
-        let mut c = vec![HttpClient::connect(&d.url, json!({})).await];
-        subscribe_all(&mut c).await;
-        holders.push(c.pop().unwrap());
-    }
-    let mut watcher = HttpClient::connect(&instances[1].url, json!({})).await;
-    assert_eq!(stats(&mut watcher).await["subscribers"][URI], 1);
-
+    let mut f = HeldFleet::start(&cfg, 2).await;
     let port = nats.stop().await;
     let _nats = Nats::start_on(port).await;
-    stats_until(&mut watcher, "both instances subscribed directly", |s| {
-        s["subscribers"][URI] == 2
-    })
-    .await;
-    watcher
-        .tool("emit_update", json!({"uri": URI, "meta": {"n": "gap"}}))
-        .await;
-    for c in &mut holders {
-        let start = Instant::now();
-        while c.next_event().await["params"]["_meta"]["n"] != "gap" {
-            assert!(
-                start.elapsed() < EVENT_TIMEOUT,
-                "a holder missed the update"
-            );
-        }
-    }
+    f.subscribers("both instances subscribed directly", 2).await;
+    f.update_reaches_every_holder("gap").await;
 }
 
 #[tokio::test]

@@ -142,6 +142,18 @@ fn upstream_calls(log: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// One `tools/call echo` through a new session at `url`, answered.
+async fn call_echo(url: &str) {
+    let mut c = HttpClient::connect(url, json!({})).await;
+    let r = c
+        .call(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"text": "x"}}),
+        )
+        .await;
+    assert!(r.get("result").is_some(), "{r}");
+}
+
 fn traceparent(trace: &str, span: &str) -> String {
     format!("00-{trace}-{span}-01")
 }
@@ -374,16 +386,6 @@ async fn a_joined_read_links_to_the_one_upstream_read() {
 async fn without_an_endpoint_nothing_is_exported_and_the_variable_turns_it_on() {
     let mut rx = Receiver::start().await;
     let log = log_path("off");
-    let call = |url: String| async move {
-        let mut c = HttpClient::connect(&url, json!({})).await;
-        let r = c
-            .call(
-                "tools/call",
-                json!({"name": "echo", "arguments": {"text": "x"}}),
-            )
-            .await;
-        assert!(r.get("result").is_some(), "{r}");
-    };
     // Off: no [telemetry], no OTEL_EXPORTER_OTLP_ENDPOINT. A daemon that exported
     // would flush at exit, before `terminate` returns.
     let mut off = Daemon::start_with_env(
@@ -391,7 +393,7 @@ async fn without_an_endpoint_nothing_is_exported_and_the_variable_turns_it_on() 
         &[("OTEL_SERVICE_NAME", "mcpmux-off"), FAST[0]],
     )
     .await;
-    call(off.url.clone()).await;
+    call_echo(&off.url).await;
     off.terminate().await;
     // On through the standard variable alone.
     let endpoint = rx.endpoint();
@@ -404,7 +406,7 @@ async fn without_an_endpoint_nothing_is_exported_and_the_variable_turns_it_on() 
         ],
     )
     .await;
-    call(on.url.clone()).await;
+    call_echo(&on.url).await;
     on.terminate().await;
     rx.until("the env-configured daemon's spans", |all| {
         all.iter().any(|v| v["service"] == "mcpmux-env")
@@ -438,14 +440,7 @@ async fn the_sampler_variable_wins_over_the_configs_ratio() {
         ],
     )
     .await;
-    let mut c = HttpClient::connect(&d.url, json!({})).await;
-    let r = c
-        .call(
-            "tools/call",
-            json!({"name": "echo", "arguments": {"text": "x"}}),
-        )
-        .await;
-    assert!(r.get("result").is_some(), "{r}");
+    call_echo(&d.url).await;
     d.terminate().await;
     rx.until("a span of the always-on daemon", |all| {
         all.iter()

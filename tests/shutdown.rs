@@ -210,3 +210,49 @@ async fn stopping_stops_the_servers_child(ignore_eof: bool) {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// A server that crashes leaves no child behind either: when its session ends, its
+/// process group is told to stop, before the restart starts the next server (and the
+/// next child).
+#[cfg(unix)]
+#[tokio::test]
+async fn a_crashed_servers_child_does_not_outlive_it() {
+    let marker = unique("mcpmux-crashed-child");
+    let cfg = format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.s]\ncommand = \"sh\"\n\
+         args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n",
+        scripted = common::scripted_upstream()
+    );
+    let mut d = Daemon::start(&cfg).await;
+    let mut a = HttpClient::connect(&d.url, json!({})).await;
+    let _ = a.tool("stats", json!({})).await;
+    let r = a
+        .call(
+            "tools/call",
+            json!({"name": "exit", "arguments": {"code": 1}}),
+        )
+        .await;
+    assert!(r["error"].is_object(), "the server died mid-call: {r}");
+    // The restarted server answers, and only its own child is running.
+    let start = std::time::Instant::now();
+    loop {
+        let r = a
+            .call("tools/call", json!({"name": "stats", "arguments": {}}))
+            .await;
+        let children = pids_with(&marker);
+        if r["result"].is_object() && children.len() == 1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "children of the crashed and the restarted server: {children:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(d.terminate().await.code(), Some(0));
+    let start = std::time::Instant::now();
+    while !pids_with(&marker).is_empty() {
+        assert!(start.elapsed() < EVENT_TIMEOUT, "{:?}", pids_with(&marker));
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -102,6 +102,9 @@ impl Transport for StdioUpstream {
                 return SessionEnd::Died(format!("cannot start `{cmd}`: {e}"));
             }
         };
+        // Whichever way the session ends (stopped, crashed, exited at stdin's EOF, or
+        // dead before its handshake), what the server started is told to stop too.
+        let _group = ProcessGroup::of(&child);
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         if let Some(stderr) = child.stderr.take() {
@@ -355,24 +358,11 @@ impl StdioUpstream {
         end: SessionEnd,
     ) -> SessionEnd {
         drop(writer);
-        #[cfg(unix)]
-        let leader = child.id().and_then(|p| i32::try_from(p).ok());
         if tokio::time::timeout(STOP_GRACE, child.wait()).await.is_ok() {
-            // The server exited at stdin's EOF, but what it started may not have (a
-            // wrapper's server, a helper): they are told to stop as well. The group
-            // keeps its id while any member lives, so this names no other group.
-            #[cfg(unix)]
-            if let Some(pid) = leader {
-                // SAFETY: kill(2) of the group the server led (`process_group(0)` in
-                // `command`); with no member left it fails with ESRCH, ignored.
-                unsafe {
-                    libc::kill(-pid, libc::SIGTERM);
-                }
-            }
             return end;
         }
         #[cfg(unix)]
-        if let Some(pid) = leader {
+        if let Some(pid) = child.id().and_then(|p| i32::try_from(p).ok()) {
             tracing::debug!(upstream = %self.config.name, "server did not exit after stdin closed; sending SIGTERM to its process group");
             // SAFETY: kill(2) of the process group the server leads (`process_group(0)`
             // in `command`): it has not been reaped (`wait` has not returned), so the
@@ -392,6 +382,37 @@ impl StdioUpstream {
         tracing::debug!(upstream = %self.config.name, "server did not exit; killing it");
         let _ = child.kill().await;
         end
+    }
+}
+
+/// The process group a stdio server leads (`process_group(0)` in `command`), told to
+/// stop (SIGTERM) when its session ends, however it ends: a server that exits (at
+/// stdin's EOF, or by crashing) leaves what it started (a wrapper's real server, a
+/// helper) running otherwise. The group keeps its id while any member lives, so the
+/// signal names no other group; with no member left it fails (ESRCH), ignored.
+struct ProcessGroup(#[cfg(unix)] Option<i32>);
+
+impl ProcessGroup {
+    fn of(child: &Child) -> ProcessGroup {
+        #[cfg(unix)]
+        return ProcessGroup(child.id().and_then(|p| i32::try_from(p).ok()));
+        #[cfg(not(unix))]
+        {
+            let _ = child;
+            ProcessGroup()
+        }
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        if let Some(pid) = self.0 {
+            // SAFETY: kill(2) with a negative pid signals the group; no memory involved.
+            unsafe {
+                libc::kill(-pid, libc::SIGTERM);
+            }
+        }
     }
 }
 

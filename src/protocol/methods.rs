@@ -81,7 +81,14 @@ pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
     if !super::stateless::may_have_meta(params) {
         return None;
     }
-    let p: P = serde_json::from_str(params).ok()?;
+    let Ok(p) = serde_json::from_str::<P>(params) else {
+        // A member given twice (or `_meta` of another shape): read it as servers do,
+        // the last one counting, or a token the server sees would go unseen here and
+        // its progress could be taken for another request's.
+        let v: serde_json::Value = serde_json::from_str(params).ok()?;
+        let t = v.get("_meta")?.get("progressToken")?;
+        return (t.is_string() || t.is_number()).then(|| t.to_string());
+    };
     let t = p.meta?.token?.get().trim();
     (t.starts_with('"') || t.parse::<f64>().is_ok()).then(|| t.to_owned())
 }
@@ -129,6 +136,19 @@ mod tests {
             None
         );
         assert_eq!(progress_token(None), None);
+        // A member given twice: the last one counts, as in the servers' parsers.
+        assert_eq!(
+            progress_token(Some(&raw(
+                r#"{"_meta":{"progressToken":"x","progressToken":17}}"#
+            ))),
+            Some("17".into())
+        );
+        assert_eq!(
+            progress_token(Some(&raw(
+                r#"{"_meta":{"progressToken":"x"},"_meta":{"progressToken":"y"}}"#
+            ))),
+            Some("\"y\"".into())
+        );
     }
 
     #[test]

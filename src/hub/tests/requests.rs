@@ -38,6 +38,27 @@ async fn requests_are_forwarded_under_proxy_ids_and_mapped_back() {
     assert_eq!(got_b[0]["id"].to_string(), idb.as_json());
 }
 
+/// A progress token given twice is read as the server reads it (the last one counts)
+/// and rewritten like any other: the server sees only the proxy's token, so a client
+/// cannot have progress sent under a number of its choosing (another request's id).
+#[tokio::test]
+async fn a_progress_token_given_twice_is_rewritten_like_one() {
+    let mut r = rig().await;
+    let a = r.client(json!({})).await;
+    let raw = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","_meta":{"progressToken":"x","progressToken":17}}}"#;
+    a.hub
+        .client_message(a.id, Message::parse(raw).unwrap())
+        .await
+        .unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 1);
+    let text = up[0].params().unwrap().get();
+    assert_eq!(text.matches("progressToken").count(), 1, "{text}");
+    let params: Value = serde_json::from_str(text).unwrap();
+    let sent = &params["_meta"]["progressToken"];
+    assert_eq!(sent.as_u64(), up[0].id().and_then(RawId::as_u64), "{text}");
+}
+
 #[tokio::test]
 async fn ping_and_discover_are_answered_locally() {
     let mut r = rig().await;

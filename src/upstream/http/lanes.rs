@@ -8,14 +8,11 @@
 //! requests never wait; requests about different URIs never wait for each other.
 //!
 //! Owns one entry per URI with a request in flight (finished ones are swept as the map
-//! grows). Never parses anything but the rare message that names one of the two
-//! methods.
+//! grows). Never parses a message: the session reads the URI (`post::Head`).
 
 use std::collections::HashMap;
 
 use tokio::sync::oneshot;
-
-use crate::protocol::{methods, Message};
 
 /// The lanes of one session.
 #[derive(Debug, Default)]
@@ -43,35 +40,9 @@ impl Lanes {
     }
 }
 
-/// The URI of a `resources/subscribe` or `resources/unsubscribe` request, when `bytes`
-/// is one.
-pub(super) fn subscription_uri(bytes: &[u8]) -> Option<String> {
-    memchr::memmem::find(bytes, b"subscribe\"")?;
-    let msg = Message::parse(bytes).ok()?;
-    if !matches!(
-        msg.method(),
-        Some(methods::SUBSCRIBE | methods::UNSUBSCRIBE)
-    ) {
-        return None;
-    }
-    methods::parse_params::<methods::UriParams>(msg.params()).map(|p| p.uri)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_subscription_requests_have_a_lane() {
-        let sub =
-            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://x"}}"#;
-        let unsub = br#"{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{"uri":"a://x"}}"#;
-        let call =
-            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"subscribe\""}}"#;
-        assert_eq!(subscription_uri(sub).as_deref(), Some("a://x"));
-        assert_eq!(subscription_uri(unsub).as_deref(), Some("a://x"));
-        assert_eq!(subscription_uri(call), None);
-    }
 
     #[tokio::test]
     async fn a_request_waits_for_the_one_before_it_on_its_uri_only() {

@@ -45,12 +45,13 @@ mod wire;
 #[cfg(test)]
 mod tests;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
 
 use tokio::sync::{mpsc, Semaphore};
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 
 use super::driver::{self, SessionEnd, Supervisor, Transport};
@@ -58,7 +59,7 @@ use super::probe::{self, Probed};
 use super::{InitInfo, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::oauth::{Prepared, UpstreamAuth};
-use crate::protocol::Message;
+use crate::protocol::{Message, RawId};
 use crate::state::ids::UpstreamId;
 use client::HttpClient;
 use get_stream::GetStream;
@@ -216,6 +217,11 @@ impl HttpUpstream {
         // Dropping the set aborts what is still in flight for this session.
         let mut posts = JoinSet::new();
         let mut lanes = lanes::Lanes::default();
+        // Each request's POST, by the request's id: a request mcpmux cancels (its client
+        // gave up, or it timed out) gets no answer from most servers, whose stream of
+        // that POST then stays open for the session's life, holding a permit (and, for
+        // an (un)subscribe, its URI's lane). It is dropped once the cancellation is sent.
+        let mut requests: HashMap<RawId, AbortHandle> = HashMap::new();
         let mut post = |bytes: bytes::Bytes, permit, posts: &mut JoinSet<()>| {
             let p = Post {
                 ctx: ctx.clone(),
@@ -223,19 +229,31 @@ impl HttpUpstream {
                 upstream: self.id,
                 signals: signals.clone(),
             };
+            let mut head = post::Head::of(&bytes);
+            let (request_id, cancels) = (head.request_id.clone(), head.cancels.take());
             // A (un)subscribe is sent once the one before it for its URI was answered.
-            let Some(uri) = lanes::subscription_uri(&bytes) else {
-                posts.spawn(p.run(bytes, permit));
-                return;
-            };
-            let (after, done) = lanes.join(uri);
-            posts.spawn(async move {
-                if let Some(previous) = after {
-                    let _ = previous.await;
+            let handle = match head.subscription_uri.take() {
+                None => posts.spawn(p.run(bytes, head, permit)),
+                Some(uri) => {
+                    let (after, done) = lanes.join(uri);
+                    posts.spawn(async move {
+                        if let Some(previous) = after {
+                            let _ = previous.await;
+                        }
+                        p.run(bytes, head, permit).await;
+                        drop(done);
+                    })
                 }
-                p.run(bytes, permit).await;
-                drop(done);
-            });
+            };
+            if let Some(id) = request_id {
+                if requests.len() >= 2 * MAX_IN_FLIGHT {
+                    requests.retain(|_, h| !h.is_finished());
+                }
+                requests.insert(id, handle);
+            }
+            if let Some(h) = cancels.and_then(|id| requests.remove(&id)) {
+                h.abort();
+            }
         };
 
         let end = loop {

@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, OwnedSemaphorePermit};
 
 use super::handshake::error_chain;
 use super::wire::{self, BodyKind, SessionCtx};
-use crate::protocol::{Kind, Message, RawId};
+use crate::protocol::{methods, Kind, Message, RawId};
 use crate::state::ids::UpstreamId;
 use crate::upstream::{Related, UpstreamEvent, UpstreamLink};
 
@@ -66,15 +66,61 @@ pub(super) struct Post {
     pub signals: mpsc::Sender<Signal>,
 }
 
-impl Post {
-    /// POSTs `bytes` and forwards the answer. Holds `_permit` until done.
-    pub async fn run(self, bytes: Bytes, _permit: OwnedSemaphorePermit) {
-        // Only the id and kind matter here: a request must get an answer.
-        let (request_id, method) = match Message::parse(&bytes) {
-            Ok(m) if m.kind() == Kind::Request => (m.id().cloned(), m.method().map(str::to_owned)),
-            Ok(m) => (None, m.method().map(str::to_owned)),
-            Err(_) => (None, None),
+/// What the session reads of a message before it POSTs it.
+#[derive(Debug, Default)]
+pub(super) struct Head {
+    /// The id, for a request (which must get an answer).
+    pub request_id: Option<RawId>,
+    pub method: Option<String>,
+    /// For `notifications/cancelled`: the request it cancels.
+    pub cancels: Option<RawId>,
+    /// For `resources/subscribe` and `resources/unsubscribe`: the URI.
+    pub subscription_uri: Option<String>,
+}
+
+impl Head {
+    /// Reads the message once (only its id, kind, and the params of the two kinds of
+    /// message the session acts on).
+    pub(super) fn of(bytes: &[u8]) -> Head {
+        let Ok(m) = Message::parse(bytes) else {
+            return Head::default();
         };
+        let method = m.method().map(str::to_owned);
+        match (m.kind(), m.method()) {
+            (Kind::Request, Some(methods::SUBSCRIBE | methods::UNSUBSCRIBE)) => Head {
+                request_id: m.id().cloned(),
+                subscription_uri: methods::parse_params::<methods::UriParams>(m.params())
+                    .map(|p| p.uri),
+                method,
+                cancels: None,
+            },
+            (Kind::Request, _) => Head {
+                request_id: m.id().cloned(),
+                method,
+                ..Head::default()
+            },
+            (_, Some(methods::CANCELLED)) => Head {
+                cancels: methods::parse_params::<methods::CancelledParams>(m.params())
+                    .and_then(|p| p.request_id)
+                    .and_then(|r| RawId::parse(r.get())),
+                method,
+                ..Head::default()
+            },
+            _ => Head {
+                method,
+                ..Head::default()
+            },
+        }
+    }
+}
+
+impl Post {
+    /// POSTs `bytes` (read as `head`) and forwards the answer. Holds `_permit` until
+    /// done.
+    pub async fn run(self, bytes: Bytes, head: Head, _permit: OwnedSemaphorePermit) {
+        let Head {
+            request_id, method, ..
+        } = head;
         let name = &self.ctx.endpoint.name;
         let resp = match wire::send(&self.ctx.endpoint, self.ctx.post(bytes)).await {
             Ok(r) => r,
@@ -293,4 +339,30 @@ async fn error_body(resp: super::client::Response, max: usize) -> String {
 /// Whether `m` answers the request `request_id` (never for a notification's POST).
 fn is_answer(m: &Message, request_id: Option<&RawId>) -> bool {
     request_id.is_some() && m.kind() == Kind::Response && m.id() == request_id
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_head_reads_ids_cancellations_and_subscription_uris() {
+        let sub =
+            br#"{"jsonrpc":"2.0","id":1,"method":"resources/subscribe","params":{"uri":"a://x"}}"#;
+        let h = Head::of(sub);
+        assert_eq!(h.subscription_uri.as_deref(), Some("a://x"));
+        assert_eq!(h.request_id, RawId::parse("1"));
+        let unsub = br#"{"jsonrpc":"2.0","id":2,"method":"resources/unsubscribe","params":{"uri":"a://x"}}"#;
+        assert_eq!(Head::of(unsub).subscription_uri.as_deref(), Some("a://x"));
+        let call =
+            br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"subscribe\""}}"#;
+        let h = Head::of(call);
+        assert_eq!(h.subscription_uri, None);
+        assert_eq!(h.method.as_deref(), Some("tools/call"));
+        let cancel =
+            br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#;
+        let h = Head::of(cancel);
+        assert_eq!((h.request_id, h.cancels), (None, RawId::parse("3")));
+        assert_eq!(Head::of(b"not json").method, None);
+    }
 }

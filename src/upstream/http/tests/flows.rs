@@ -172,6 +172,24 @@ async fn slow_request_does_not_block_another() {
     assert_eq!(h.message().await.id(), Some(&RawId::from_u64(1)));
 }
 
+/// A request mcpmux cancels (its client gave up, or it timed out) gets no answer from
+/// most servers, and their stream for it stays open: its POST is dropped once the
+/// cancellation is sent, so more of them than the session runs at once never wedge it.
+#[tokio::test]
+async fn cancelled_requests_do_not_hold_the_sessions_posts() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    let n = 2 * super::super::MAX_IN_FLIGHT as u64;
+    for id in 1..=n {
+        h.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"hold"}}"#));
+        h.send(&format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+        ));
+    }
+    h.send(r#"{"jsonrpc":"2.0","id":1000,"method":"echo"}"#);
+    assert_eq!(h.message().await.id(), Some(&RawId::from_u64(1000)));
+}
+
 /// A subscribe of a URI whose unsubscribe is still unanswered waits for it (the POSTs
 /// run concurrently: the server could otherwise apply them the other way round);
 /// requests about anything else do not wait.

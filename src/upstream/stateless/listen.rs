@@ -79,6 +79,10 @@ pub enum ListenAction {
     /// The URIs may have changed while no listen covered them (a listen was lost and
     /// reopened): tell their holders, as after a restart.
     MayHaveChanged(Vec<String>),
+    /// URIs the hub holds lost their listen and it cannot be opened again: the
+    /// session must start over (the hub then subscribes them anew and tells their
+    /// holders, as after any restart).
+    Restart(String),
 }
 
 /// The listen state of one modern upstream session.
@@ -284,6 +288,16 @@ impl Listens {
                     id: wid,
                     outcome: Err(why),
                 });
+            }
+            // What the hub holds (confirmed earlier) and no listen covers now: it
+            // cannot be dropped here, as the hub counts on its updates.
+            let held = self.wanted.iter().filter(|u| !covered.contains(*u)).count();
+            if held > 0 {
+                out.push(ListenAction::Restart(format!(
+                    "the listen for {held} held URIs was lost and the server did not \
+                     acknowledge a new one ({MAX_ATTEMPTS} attempts)"
+                )));
+                return;
             }
             self.wanted.retain(|u| covered.contains(u));
             return;

@@ -47,7 +47,8 @@ pub(crate) enum Action {
     Stop(RawId),
     /// Give the hub a message.
     Hub(Message, Related),
-    /// The session must end and be set up again (the server changed its versions).
+    /// The session must end and be set up again (the server changed its versions, or
+    /// the held URIs' listen cannot be opened again).
     Restart(String),
 }
 
@@ -333,6 +334,7 @@ impl StatelessSession {
                     };
                     out.push(Action::Hub(m, Related::Nothing));
                 }
+                ListenAction::Restart(why) => out.push(Action::Restart(why)),
                 ListenAction::MayHaveChanged(uris) => {
                     for uri in uris {
                         let n = Message::notification(

@@ -20,6 +20,7 @@ struct Server {
     opened: u32,
     answers: BTreeMap<RawId, Result<(), String>>,
     changed: Vec<String>,
+    restarts: Vec<String>,
 }
 
 impl Server {
@@ -47,6 +48,7 @@ impl Server {
                     );
                 }
                 ListenAction::MayHaveChanged(uris) => self.changed.extend(uris),
+                ListenAction::Restart(why) => self.restarts.push(why),
             }
         }
     }
@@ -231,6 +233,31 @@ fn an_unacknowledged_listen_is_retried_then_its_subscribes_fail() {
     assert!(s.answers[&id(1)].is_err());
     assert!(s.open.is_empty());
     assert!(l.deadline().is_none());
+}
+
+/// A held URI's listen is lost, and the server refuses every new one: the URI is not
+/// dropped (the hub counts on its updates), the session starts over instead.
+#[test]
+fn a_lost_listen_that_cannot_be_reopened_restarts_the_session() {
+    let now = Instant::now();
+    let mut l = Listens::new(no_flags());
+    let mut s = Server::default();
+    let mut out = Vec::new();
+    l.subscribe(id(1), "u:a".into(), now, &mut out);
+    s.apply(std::mem::take(&mut out));
+    s.ack_all(&mut l, now, "");
+    let lost = s.open.keys().next().unwrap().clone();
+    s.open.remove(&lost);
+    l.on_ended(&lost, now, &mut out);
+    s.apply(std::mem::take(&mut out));
+    for _ in 0..MAX_ATTEMPTS {
+        let refused = s.open.keys().next().expect("a listen opening").clone();
+        s.open.remove(&refused);
+        l.on_ended(&refused, now, &mut out);
+        s.apply(std::mem::take(&mut out));
+    }
+    assert_eq!(s.restarts.len(), 1, "{:?}", s.restarts);
+    assert!(l.wanted().contains("u:a"), "still held");
 }
 
 #[derive(Debug, Clone)]

@@ -125,9 +125,12 @@ impl Hub {
         self.send_to_upstream(upstream, &n);
     }
 
+    /// Request `pid` ended, however (answered, failed, timed out, cancelled, its client
+    /// gone): its timer, trace and MRTR round count go.
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         self.trace_upstream_done(pid, None);
         self.deadlines.disarm(pid);
+        self.mrtr_finished(pid);
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the

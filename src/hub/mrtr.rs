@@ -383,7 +383,8 @@ impl Hub {
         self.mrtr.rounds.remove(&pid);
     }
 
-    /// Forgets the rounds of a request that finished normally.
+    /// Forgets the rounds of a request that ended (`drop_request_timer`, on every way
+    /// a request ends).
     pub(super) fn mrtr_finished(&mut self, pid: ProxyId) {
         if !self.mrtr.rounds.is_empty() {
             self.mrtr.rounds.remove(&pid);

@@ -40,7 +40,6 @@ impl Hub {
             Origin::Client {
                 client, id, method, ..
             } => {
-                self.mrtr_finished(pid);
                 msg.set_id(&id);
                 let exposes = [methods::RESOURCES_READ, methods::TOOLS_CALL];
                 if exposes.contains(&&*method) && self.upstreams[upstream.0].prefix.is_some() {

@@ -215,8 +215,10 @@ impl Post {
         let mut last_event_id: Option<String> = None;
         let mut retry: Option<Duration> = None;
         let mut idle_resumes = 0;
+        // Why the last resumption could not be made, if it could not.
+        let mut unresumed: Option<String> = None;
         let failure = loop {
-            let mut failure = None;
+            let mut failure = unresumed.take();
             let mut fresh = false;
             while let Some(ev) = events.next().await {
                 let ev = match ev {
@@ -249,16 +251,23 @@ impl Post {
                 break failure;
             };
             if idle_resumes >= MAX_IDLE_RESUMES {
+                let last_error = failure.map_or(String::new(), |e| format!(" (last: {e})"));
                 break Some(format!(
-                    "{idle_resumes} resumptions in a row brought nothing new"
+                    "{idle_resumes} resumptions in a row brought nothing new{last_error}"
                 ));
             }
             tokio::time::sleep(retry.unwrap_or(RESUME_DELAY)).await;
             tracing::debug!(upstream = %name, ?method, last_event_id = last, "resuming a POST stream the server closed early");
-            match self.resume(last).await {
-                Ok(next) => events = next,
-                Err(e) => break Some(e),
-            }
+            // A resumption that fails (the server is restarting, or still holds the
+            // old connection: the TypeScript SDK answers 409 until it notices) counts
+            // as one that brought nothing; the answer may still be replayed later.
+            events = match self.resume(last).await {
+                Ok(next) => next,
+                Err(e) => {
+                    unresumed = Some(e);
+                    Box::pin(futures_util::stream::empty())
+                }
+            };
         };
         if request_id.is_some() {
             let what = match failure {

@@ -54,6 +54,9 @@ pub(crate) struct Script {
     pub expired_status: u16,
     /// Hold `resources/unsubscribe` like `hold` (until [`Fake::release`]).
     pub hold_unsubscribe: bool,
+    /// Answer this many resumptions of a POST stream with 409 (as the TypeScript SDK
+    /// does while it still holds the old connection) before serving one.
+    pub refuse_resumes: u32,
 }
 
 impl Default for Script {
@@ -65,6 +68,7 @@ impl Default for Script {
             get_405: false,
             expired_status: 404,
             hold_unsubscribe: false,
+            refuse_resumes: 0,
         }
     }
 }
@@ -240,6 +244,11 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
     match *method {
         Method::GET => {
             let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+            let known = resume.is_some_and(|id| st.polls.contains_key(id));
+            if known && st.script.refuse_resumes > 0 {
+                st.script.refuse_resumes -= 1;
+                return Plan::Reply(status(409));
+            }
             if let Some(rest) = resume.and_then(|id| st.polls.remove(id)) {
                 let refs: Vec<&Value> = rest.iter().collect();
                 let id = resume.expect("checked").to_owned();

@@ -300,9 +300,24 @@ async fn get_405_is_tolerated_and_not_retried() {
 
 #[tokio::test]
 async fn a_post_stream_closed_early_is_resumed_with_get_and_last_event_id() {
+    post_stream_resumed_after_refusals(0).await;
+}
+
+/// A resumption the server refuses (409 while it still holds the old connection) is
+/// tried again, as one that brought nothing; the answer comes on a later one.
+#[tokio::test]
+async fn a_refused_resumption_is_tried_again() {
+    post_stream_resumed_after_refusals(2).await;
+}
+
+async fn post_stream_resumed_after_refusals(refuse_resumes: u32) {
     // SEP-1699: priming event, progress, `retry: 10`, connection closed; the answer
     // comes on a GET that names the last event seen.
-    let mut h = Harness::start(Script::default()).await;
+    let mut h = Harness::start(Script {
+        refuse_resumes,
+        ..Script::default()
+    })
+    .await;
     h.ready().await;
     h.get_opened().await;
     h.send(r#"{"jsonrpc":"2.0","id":7,"method":"sse-poll"}"#);

@@ -2,7 +2,8 @@
 //! (notifications such as `resources/updated`, server→client requests).
 //!
 //! Exactly one is open per session at any time: it is opened after `Ready`, reopened
-//! with `Last-Event-ID` when it drops (with backoff, or the server's `retry:` hint),
+//! with `Last-Event-ID` when it drops (after the server's `retry:` hint when it had
+//! opened, else with backoff; without the id once the server refuses it with a 4xx),
 //! and never again once the server answers 405 (it offers none). A 404 means the
 //! session is gone: reported as [`Signal::Expired`]; a 400 makes the session check
 //! itself ([`Signal::Suspect`]). The task lives exactly as long as its session (the session
@@ -38,10 +39,15 @@ impl GetStream {
     pub async fn run(self) {
         let name = &self.ctx.endpoint.name;
         let mut last_event_id: Option<String> = None;
-        // Reconnects since the last stream that delivered an event.
+        // Attempts since a stream last opened.
         let mut failures: u32 = 0;
         let mut retry_hint: Option<Duration> = None;
         loop {
+            // Whether this attempt opened a stream: only then is the server's `retry:`
+            // the wait (a refused or failed attempt backs off), and only then do the
+            // failures start over (a stream a proxy closes on a timer, with only
+            // keep-alive comments on it, is no failure of the server's).
+            let mut opened = false;
             match wire::send(&self.ctx.endpoint, self.ctx.get(last_event_id.as_deref())).await {
                 Err(e) => {
                     tracing::debug!(upstream = %name, error = %error_chain(&e), "GET stream failed to connect");
@@ -71,7 +77,14 @@ impl GetStream {
                     let kind = wire::body_kind(&resp);
                     if !status.is_success() || kind != BodyKind::Sse {
                         tracing::warn!(upstream = %name, %status, ?kind, "GET stream refused");
+                        if status.is_client_error() && last_event_id.take().is_some() {
+                            // The server does not know where to resume from (its
+                            // event store forgot it): the next GET asks for none.
+                            tracing::debug!(upstream = %name, "reconnecting without Last-Event-ID");
+                        }
                     } else {
+                        opened = true;
+                        failures = 0;
                         tracing::debug!(upstream = %name, resume = ?last_event_id, "GET stream open");
                         let mut events = wire::sse_events(resp, self.ctx.endpoint.max_message);
                         while let Some(ev) = events.next().await {
@@ -82,7 +95,6 @@ impl GetStream {
                                     break;
                                 }
                             };
-                            failures = 0;
                             if !ev.id.is_empty() {
                                 last_event_id = Some(ev.id.clone());
                             }
@@ -108,7 +120,9 @@ impl GetStream {
                 }
             }
             failures = failures.saturating_add(1);
-            let delay = retry_hint.unwrap_or_else(|| backoff(&self.restart, failures));
+            let delay = retry_hint
+                .filter(|_| opened)
+                .unwrap_or_else(|| backoff(&self.restart, failures));
             tokio::time::sleep(delay).await;
         }
     }

@@ -80,6 +80,9 @@ struct Inner {
     /// The open GET stream's feed (raw SSE text).
     get_feed: Option<mpsc::UnboundedSender<String>>,
     fail_next: Option<u16>,
+    /// A GET naming an event id this fake does not know is refused with 400 (as
+    /// servers whose event store forgot it do).
+    forget_event_ids: bool,
     held: Vec<oneshot::Sender<()>>,
     /// Events still to send on a resumed POST stream, by the last event id sent.
     polls: HashMap<String, Vec<Value>>,
@@ -112,6 +115,7 @@ impl Fake {
             live: None,
             get_feed: None,
             fail_next: None,
+            forget_event_ids: false,
             held: Vec::new(),
             polls: HashMap::new(),
             polls_made: 0,
@@ -153,6 +157,10 @@ impl Fake {
             .get_feed
             .as_ref()
             .is_some_and(|f| f.send(sse.to_owned()).is_ok())
+    }
+    /// From now on a GET naming an unknown event id gets 400.
+    pub fn forget_event_ids(&self) {
+        self.inner.lock().unwrap().forget_event_ids = true;
     }
     /// Ends the open GET stream.
     pub fn close_get(&self) {
@@ -248,6 +256,9 @@ fn plan(st: &mut Inner, method: &Method, headers: &HeaderMap, body: &Value, rpc:
             if known && st.script.refuse_resumes > 0 {
                 st.script.refuse_resumes -= 1;
                 return Plan::Reply(status(409));
+            }
+            if resume.is_some() && !known && st.forget_event_ids {
+                return Plan::Reply(status(400));
             }
             if let Some(rest) = resume.and_then(|id| st.polls.remove(id)) {
                 let refs: Vec<&Value> = rest.iter().collect();

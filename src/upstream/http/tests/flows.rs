@@ -160,6 +160,29 @@ async fn get_stream_reconnects_with_last_event_id() {
     assert_eq!(h.message().await.method(), Some("b"));
 }
 
+/// A server that no longer knows the event id to resume from (400) gets a GET without
+/// it: the stream opens again, rather than never.
+#[tokio::test]
+async fn a_get_stream_whose_event_id_is_forgotten_reopens_without_it() {
+    let mut h = Harness::start(Script::default()).await;
+    h.ready().await;
+    h.get_opened().await;
+    assert!(h
+        .fake
+        .push("id: g1\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"a\"}\n\n"));
+    assert_eq!(h.message().await.method(), Some("a"));
+    h.fake.forget_event_ids();
+    h.fake.close_get();
+    let refused = h.get_opened().await;
+    assert_eq!(refused.header("last-event-id"), Some("g1"));
+    let again = h.get_opened().await;
+    assert_eq!(again.header("last-event-id"), None);
+    assert!(h
+        .fake
+        .push("id: g2\ndata: {\"jsonrpc\":\"2.0\",\"method\":\"b\"}\n\n"));
+    assert_eq!(h.message().await.method(), Some("b"));
+}
+
 #[tokio::test]
 async fn slow_request_does_not_block_another() {
     let mut h = Harness::start(Script::default()).await;

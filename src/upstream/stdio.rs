@@ -240,7 +240,7 @@ impl StdioUpstream {
         writer: &mut Writer,
         reader: &mut Reader,
     ) -> SessionEnd {
-        let (wtx, mut wrx) = mpsc::unbounded_channel::<Bytes>();
+        let (wtx, mut wrx) = mpsc::channel::<Bytes>(super::QUEUE_CAPACITY);
         let mut io = Pipes {
             wtx,
             reader,
@@ -456,18 +456,29 @@ impl probe::Discover for StdioDiscoverer<'_> {
 /// A stateless session's side of the child's pipes: writes go to the write loop,
 /// reads come from stdout.
 struct Pipes<'a> {
-    wtx: mpsc::UnboundedSender<Bytes>,
+    /// To the write loop. Bounded as the hub's queue of a legacy server is: a server
+    /// that stops reading its input gets no more than this queued for it; what does
+    /// not fit is dropped (a request then times out in the hub).
+    wtx: mpsc::Sender<Bytes>,
     reader: &'a mut Reader,
     name: &'a str,
 }
 
+impl Pipes<'_> {
+    fn write(&self, bytes: Bytes) {
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.wtx.try_send(bytes) {
+            tracing::warn!(upstream = %self.name, "the server is not reading its input; a message to it was dropped");
+        }
+    }
+}
+
 impl driver::StatelessIo for Pipes<'_> {
     fn send(&mut self, msg: Message, _listen: bool, _param_headers: Vec<(String, String)>) {
-        let _ = self.wtx.send(msg.to_bytes());
+        self.write(msg.to_bytes());
     }
 
     fn stop(&mut self, id: &RawId) {
-        let _ = self.wtx.send(cancel_note(id).to_bytes());
+        self.write(cancel_note(id).to_bytes());
     }
 
     async fn inbound(&mut self) -> Result<Inbound, String> {

@@ -232,7 +232,14 @@ fn with_ttl_left(result: &str, remaining: Duration) -> String {
 fn is_mrtr_retry(msg: &Message) -> bool {
     msg.params().is_some_and(|p| {
         let t = p.get();
-        t.contains("\"requestState\"") || t.contains("\"inputResponses\"")
+        if t.contains("\"requestState\"") || t.contains("\"inputResponses\"") {
+            return true;
+        }
+        // An escape could spell either name (`"request\u0053tate"`): read the params
+        // as the server will, so such a retry is not shared (nor its answer kept).
+        t.contains('\\')
+            && serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(t)
+                .is_ok_and(|m| m.contains_key("requestState") || m.contains_key("inputResponses"))
     })
 }
 
@@ -260,6 +267,27 @@ mod tests {
 
     fn text(b: &Bytes) -> &str {
         std::str::from_utf8(b).unwrap()
+    }
+
+    /// An MRTR retry is never shared, however its member names are spelled.
+    #[test]
+    fn retries_are_not_shared_even_when_their_names_are_escaped() {
+        let read = |params: &str| {
+            let text = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"resources/read","params":{params}}}"#
+            );
+            Message::parse(text.as_bytes()).unwrap()
+        };
+        let plain = read(r#"{"uri":"a://x"}"#);
+        assert!(Reads::shared(true, false, &plain));
+        for retry in [
+            r#"{"uri":"a://x","requestState":"s"}"#,
+            r#"{"uri":"a://x","requestState":"s"}"#,
+            r#"{"uri":"a://x","inputResponses":{}}"#,
+        ] {
+            assert!(!Reads::shared(true, true, &read(retry)), "{retry}");
+        }
+        assert!(Reads::shared(true, false, &read(r#"{"uri":"a://x"}"#)));
     }
 
     #[test]

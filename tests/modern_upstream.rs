@@ -571,8 +571,9 @@ async fn an_input_required_read_is_never_cached_even_while_subscribed() {
     }
     let stats = holder.tool("stats", json!({})).await;
     assert_eq!(
-        stats["by_uri"]["resources/read"][uri], 2,
-        "both reads went upstream: {stats}"
+        stats["by_uri"]["resources/read"][uri], 3,
+        "every read went upstream (the first, shared, once more as the client's own; \
+         the second as its own at once): {stats}"
     );
 }
 

@@ -28,7 +28,14 @@ use crate::state::pending::Origin;
 #[derive(Debug)]
 pub(super) struct Reads {
     pub(super) cache: ReadCache,
+    /// URIs whose read was last answered `input_required`: their reads go as each
+    /// client's own (a request for input is one client's), not shared. Forgotten when
+    /// the URI changes; at most [`ASKS_INPUT_MAX`] (then all are forgotten).
+    asks_input: std::collections::HashSet<SubKey>,
 }
+
+/// How many URIs known to ask for input are remembered.
+const ASKS_INPUT_MAX: usize = 4096;
 
 /// How a client's shared read goes.
 #[derive(Debug, PartialEq)]
@@ -46,6 +53,7 @@ impl Reads {
     pub(super) fn new(entries: usize, bytes: usize) -> Self {
         Reads {
             cache: ReadCache::new(entries, bytes),
+            asks_input: Default::default(),
         }
     }
 
@@ -57,6 +65,18 @@ impl Reads {
         (watched || ttl_upstream)
             && methods::progress_token(msg.params()).is_none()
             && !is_mrtr_retry(msg)
+    }
+
+    /// Whether reads of `key` go as each client's own: its last answer asked for input.
+    pub(super) fn asks_input(&self, key: &SubKey) -> bool {
+        !self.asks_input.is_empty() && self.asks_input.contains(key)
+    }
+
+    /// `key` changed: whether it asks for input is to be seen again.
+    pub(super) fn changed(&mut self, key: &SubKey) {
+        if !self.asks_input.is_empty() {
+            self.asks_input.remove(key);
+        }
     }
 
     /// `client`'s read `id` of `key`, at `now`.
@@ -132,7 +152,9 @@ impl Hub {
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached.
         let watched = self.watched(&key);
-        if !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg) {
+        if self.reads.asks_input(&key)
+            || !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg)
+        {
             return self.forward_request(client, id, msg);
         }
         if self.upstream_ready(upstream).is_none() {
@@ -176,6 +198,9 @@ impl Hub {
         generation: u64,
         outcome: Result<&str, &str>,
     ) {
+        if outcome.is_ok_and(asks_for_input) {
+            return self.read_each_alone(key, generation);
+        }
         let still_active = self.watched(key);
         let answers = self
             .reads
@@ -195,6 +220,38 @@ fn not_found_body(error: &str) -> Option<String> {
     }
     v["code"] = serde_json::json!(code::RESOURCE_NOT_FOUND);
     Some(v.to_string())
+}
+
+impl Hub {
+    /// The shared read of `key` was answered `input_required`: a request for input
+    /// belongs to one client's request, not to all who joined it (each may be asked
+    /// only what it declared it can answer, and a legacy session's must be bridged to
+    /// its own elicitation or sampling). Each waiter's read is sent again as its own
+    /// request, under its own client; and so are later reads of the URI, until it
+    /// changes.
+    fn read_each_alone(&mut self, key: &SubKey, generation: u64) {
+        if self.reads.asks_input.len() >= ASKS_INPUT_MAX {
+            self.reads.asks_input.clear();
+        }
+        self.reads.asks_input.insert(key.clone());
+        let waiters =
+            self.reads
+                .cache
+                .complete_keep(key, generation, None, Keep::Not, Instant::now());
+        let exposed = self.catalog.expose_uri(key.upstream, &key.uri).into_owned();
+        for (client, id) in waiters {
+            let params = serde_json::json!({ "uri": exposed });
+            let msg = Message::request(&id, methods::RESOURCES_READ, Some(&params));
+            self.forward_request(client, id, msg);
+        }
+    }
+}
+
+/// Whether a result is `input_required` (MRTR, 2026-07-28).
+fn asks_for_input(result: &str) -> bool {
+    result.contains("input_required")
+        && serde_json::from_str::<serde_json::Value>(result)
+            .is_ok_and(|v| v["resultType"] == "input_required")
 }
 
 /// How long a read result may be kept: until its update while mcpmux holds the

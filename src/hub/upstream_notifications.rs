@@ -34,6 +34,7 @@ impl Hub {
         let (holders, parents) = self.holders.of_update(&key);
         // Invalidate before anyone hears of the change, so a re-read misses.
         self.reads.cache.invalidate(&key);
+        self.reads.changed(&key);
         for pkey in &parents {
             self.reads.cache.invalidate(pkey);
         }

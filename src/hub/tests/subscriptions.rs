@@ -633,3 +633,61 @@ async fn a_read_sent_before_the_subscription_was_confirmed_is_not_kept_until_cha
     let again = r.upstream_msgs().await;
     assert_eq!(methods_of(&again), vec!["resources/read"], "asked again");
 }
+
+/// A shared read of a 2026-07-28 upstream answered `input_required` is not handed to
+/// everyone who joined it: each reader's read is sent again as its own request (a
+/// legacy session's is then bridged to its own elicitation or sampling).
+#[tokio::test]
+async fn a_shared_read_that_asks_for_input_is_sent_again_for_each_reader() {
+    let info = InitInfo {
+        era: crate::upstream::Era::Modern,
+        protocol_version: "2026-07-28".into(),
+        capabilities: json!({"resources": {}}),
+        server_info: json!({"name": "up"}),
+        ..InitInfo::default()
+    };
+    let mut r = rig_of(settings(), info, None).await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    a.send("resources/read", json!({"uri": "test://a"})).await;
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["resources/read"], "one shared read");
+    r.answer(
+        &up[0],
+        json!({"resultType": "input_required", "inputRequests": {}, "requestState": "s"}),
+    )
+    .await;
+    let again = r.upstream_msgs().await;
+    assert_eq!(methods_of(&again), ["resources/read", "resources/read"]);
+    assert_ne!(again[0].id(), again[1].id());
+    assert!(a.pending().is_empty() && b.pending().is_empty());
+    // Each answer reaches its own reader.
+    for (m, text) in again.iter().zip(["one", "two"]) {
+        r.answer(m, json!({"contents": [{"uri": "test://a", "text": text}]}))
+            .await;
+    }
+    r.sync().await;
+    let texts: Vec<Value> = [a.pending(), b.pending()]
+        .iter()
+        .map(|p| p[0]["result"]["contents"][0]["text"].clone())
+        .collect();
+    assert_eq!(texts, [json!("one"), json!("two")]);
+    // Later reads of the URI go as each reader's own at once, until it changes.
+    a.send("resources/read", json!({"uri": "test://a"})).await;
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    assert_eq!(methods_of(&r.upstream_msgs().await).len(), 2);
+    r.inject(Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({"uri": "test://a"})),
+    ))
+    .await;
+    r.sync().await;
+    a.send("resources/read", json!({"uri": "test://a"})).await;
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    assert_eq!(
+        methods_of(&r.upstream_msgs().await),
+        ["resources/read"],
+        "shared again"
+    );
+}

@@ -61,6 +61,7 @@ use problem::{line_of_offset, Problem};
 pub use profile::ProfileConfig;
 pub use server::*;
 pub use telemetry::TelemetryConfig;
+pub use validate::is_header_name;
 
 /// The file read when neither `--config` nor `$MCPMUX_CONFIG` is given.
 pub const DEFAULT_CONFIG_FILE: &str = "mcpmux.toml";

@@ -241,7 +241,7 @@ fn expand_server(
 }
 
 /// An HTTP header name: RFC 9110 `token` characters.
-fn is_header_name(name: &str) -> bool {
+pub fn is_header_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()

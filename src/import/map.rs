@@ -360,7 +360,7 @@ pub fn map_entry(fields: &[Field], ctx: &Ctx<'_>) -> Result<(Transport, Vec<Fiel
         }
         let headers = match get("headers") {
             Some(f) => tr.table(f, "headers", &mut note, |k, v| {
-                if !is_header_name(k) {
+                if !crate::config::is_header_name(k) {
                     Some("not a valid HTTP header name")
                 } else if v.contains(['\r', '\n', '\0']) {
                     Some("the value holds a line break")
@@ -418,12 +418,4 @@ fn unmapped_reason(key: &str, stdio: bool) -> &'static str {
         }
         _ => "not a key mcpmux knows",
     }
-}
-
-/// An HTTP header name: RFC 9110 `token` characters.
-pub(super) fn is_header_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }

@@ -76,7 +76,7 @@ fn parse(args: &[String]) -> Result<Remote, String> {
                     ));
                 };
                 let (name, v) = (name.trim(), v.trim());
-                if !super::map::is_header_name(name) || v.contains(['\r', '\n', '\0']) {
+                if !crate::config::is_header_name(name) || v.contains(['\r', '\n', '\0']) {
                     return Err(format!(
                         "not imported: mcp-remote `--header {h:?}` is no valid HTTP header"
                     ));

@@ -125,6 +125,21 @@ pub(super) struct Assemblies {
 
 impl Hub {
     pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {
+        // A list being assembled is a request in flight of its client's, like a
+        // forwarded one: the same limit holds for both together.
+        let open = self
+            .lists
+            .open
+            .values()
+            .filter(|a| a.client == client)
+            .count();
+        if open + self.pending.client_count(client) >= self.settings.max_pending_per_client {
+            let why = format!(
+                "too many requests in flight for this client (limits.max_pending_per_client = {})",
+                self.settings.max_pending_per_client
+            );
+            return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
+        }
         let cursor = msg
             .params()
             .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())

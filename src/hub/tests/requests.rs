@@ -245,6 +245,26 @@ async fn clients_beyond_max_clients_are_refused_and_a_freed_slot_is_reused() {
     assert!(r.hub.open_client(Outbox::new(4)).await.is_ok());
 }
 
+/// Lists being assembled count against a client's requests in flight: one client
+/// cannot fill the upstream's queue with list requests.
+#[tokio::test]
+async fn lists_in_flight_count_against_the_per_client_limit() {
+    let s = HubSettings {
+        max_pending_per_client: 2,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"tools": {}})).await;
+    let mut c = r.client(json!({})).await;
+    c.send("tools/list", json!({})).await;
+    c.send("tools/call", json!({"name": "slow"})).await;
+    let v = c.call("tools/list", json!({})).await;
+    assert_eq!(v["error"]["code"], -32005, "{v}");
+    assert_eq!(
+        methods_of(&r.upstream_msgs().await),
+        ["tools/list", "tools/call"]
+    );
+}
+
 #[tokio::test]
 async fn per_client_limits_on_pending_requests_and_subscriptions() {
     let s = HubSettings {

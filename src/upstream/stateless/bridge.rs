@@ -77,6 +77,12 @@ impl Bridges {
         );
     }
 
+    /// The hub's id of the request a retry was sent for, when `wire` is a retry's id:
+    /// what the server says on that retry's stream (logs, progress) is that request's.
+    pub fn hub_id_of(&self, wire: &RawId) -> Option<&RawId> {
+        self.wires.get(wire)
+    }
+
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.active.is_empty()
@@ -260,6 +266,8 @@ mod tests {
         assert_eq!(p["inputResponses"]["q1"]["action"], "accept");
         assert_eq!(p["name"], "t");
         assert_ne!(retry.id(), Some(&hub), "a retry carries a new id");
+        // What the server says on the retry's stream is the hub's request's.
+        assert_eq!(b.hub_id_of(retry.id().unwrap()), Some(&hub));
         // Round 2 on the retry's id.
         let wire = retry.id().unwrap().as_json().to_owned();
         let acts = b.on_response(&input_required(&wire, "q2", "s2")).unwrap();

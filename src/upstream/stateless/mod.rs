@@ -270,6 +270,13 @@ impl StatelessSession {
                 if untag(&mut msg) {
                     out.push(Action::Hub(msg, Related::Nothing));
                 } else {
+                    let related = match related {
+                        Related::Request(wire) => match self.bridges.hub_id_of(&wire) {
+                            Some(hub_id) => Related::Request(hub_id.clone()),
+                            None => Related::Request(wire),
+                        },
+                        other => other,
+                    };
                     out.push(Action::Hub(msg, related));
                 }
             }

@@ -372,6 +372,27 @@ impl FleetActor {
                     }
                 }
             }
+            FleetCmd::Move { from, to } => {
+                if let Some(kid) = self.kids.remove(&from) {
+                    if let Some(k) = self.keys.get_mut(&kid) {
+                        k.key = to.clone();
+                    }
+                    self.kids.insert(to, kid);
+                }
+            }
+            FleetCmd::Forfeit { key } => {
+                let Some(kid) = self.kid_of(&key) else {
+                    return;
+                };
+                let k = self.remove_key(&kid).expect("found");
+                if let (Role::Own { revision, .. }, Some(conn)) = (k.role, &self.conn) {
+                    let _ = conn
+                        .leases
+                        .delete_expect_revision(&kid, Some(revision))
+                        .await;
+                }
+                tracing::debug!(%kid, uri = %k.key.uri, "fleet: lease given up (its upstream was removed)");
+            }
             FleetCmd::Publish { key, update } => {
                 let (Some(kid), Some(conn)) = (self.kid_of(&key), &self.conn) else {
                     return;

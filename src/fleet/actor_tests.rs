@@ -136,6 +136,34 @@ async fn a_key_wanted_under_a_replaced_upstream_moves_to_it() {
     assert!(!a.kids.contains_key(&old));
 }
 
+/// A reload moved an owned key to a new hub key (`Move`), or removed its upstream
+/// (`Forfeit`): the key is known by its new hub key, then forgotten.
+#[tokio::test]
+async fn a_moved_key_keeps_its_role_and_a_forfeited_one_is_forgotten() {
+    let (mut a, mut rx) = actor();
+    let (old, new) = (key(0, "test://a"), key(2, "test://a"));
+    a.on_cmd(want(&old, "files")).await;
+    drain(&mut rx);
+    let kid = keys::key_id("files", "test://a");
+    let owned = Role::Own {
+        revision: 1,
+        idle: true,
+    };
+    a.keys.get_mut(&kid).unwrap().role = owned;
+    a.on_cmd(FleetCmd::Move {
+        from: old.clone(),
+        to: new.clone(),
+    })
+    .await;
+    assert!(drain(&mut rx).is_empty(), "nothing to tell the hub");
+    assert_eq!(a.keys[&kid].key, new);
+    assert_eq!(a.keys[&kid].role, owned, "still owned, still idle");
+    assert_eq!(a.kids.get(&new), Some(&kid));
+    assert!(!a.kids.contains_key(&old));
+    a.on_cmd(FleetCmd::Forfeit { key: new }).await;
+    assert!(a.keys.is_empty() && a.kids.is_empty());
+}
+
 #[tokio::test]
 async fn releasing_a_direct_key_unsubscribes_and_forgets_it() {
     let (mut a, mut rx) = actor();

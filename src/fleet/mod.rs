@@ -35,6 +35,12 @@ pub enum FleetCmd {
     Want { key: SubKey, upstream_name: String },
     /// No local holder is left.
     Release { key: SubKey },
+    /// A reload replaced the key's upstream: the key (owned for other instances) is
+    /// known by its new hub key from now on, lease and all.
+    Move { from: SubKey, to: SubKey },
+    /// A reload removed the key's upstream: give up its lease now (a follower takes
+    /// over) and forget it.
+    Forfeit { key: SubKey },
     /// The owner's upstream sent this update for an owned key: publish it.
     Publish { key: SubKey, update: Bytes },
     /// A follower's read of `key` (as its clients name it: `exposed_uri`), answered

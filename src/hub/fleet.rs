@@ -14,7 +14,7 @@ use serde_json::json;
 use super::Hub;
 use crate::fleet::{FleetCmd, FleetEvent};
 use crate::protocol::{methods, Message, RawId};
-use crate::state::ids::SubKey;
+use crate::state::ids::{SubKey, UpstreamId};
 use crate::state::pending::Origin;
 use crate::upstream::Related;
 
@@ -84,7 +84,7 @@ impl Hub {
 
     /// After `upstream`'s session restarted: the keys this instance owns for other
     /// instances only (no local holder, so no registry entry) are subscribed again.
-    pub(super) fn fleet_resubscribe_owned(&mut self, upstream: crate::state::ids::UpstreamId) {
+    pub(super) fn fleet_resubscribe_owned(&mut self, upstream: UpstreamId) {
         let keys: Vec<SubKey> = self
             .fleet
             .roles
@@ -98,6 +98,43 @@ impl Hub {
             .collect();
         for key in keys {
             self.send_sub_request(key, true);
+        }
+    }
+
+    /// A reload removed upstream `u` (replaced by `to` when only changed), after its
+    /// held keys were released or moved. Keys this instance owns for other instances
+    /// alone (no local holder, so the registry released nothing for them) move to `to`
+    /// with their lease, subscribed again when `to` is ready; with no `to`, their
+    /// leases are given up, so a follower takes over. The rest of `u`'s roles go.
+    pub(super) fn fleet_upstream_removed(&mut self, u: UpstreamId, to: Option<UpstreamId>) {
+        self.fleet.watching.retain(|k| k.upstream != u);
+        let owned_for_others: Vec<SubKey> = self
+            .fleet
+            .roles
+            .iter()
+            .filter(|(k, role)| {
+                k.upstream == u
+                    && **role == FleetRole::Own
+                    && !self.holders.registry.is_known_at(*k)
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
+        self.fleet.roles.retain(|k, _| k.upstream != u);
+        let Some(f) = &self.fleet.actor else {
+            return;
+        };
+        for key in owned_for_others {
+            match to {
+                Some(to) => {
+                    let moved = SubKey::new(to, &key.uri);
+                    self.fleet.roles.insert(moved.clone(), FleetRole::Own);
+                    f.send(FleetCmd::Move {
+                        from: key,
+                        to: moved,
+                    });
+                }
+                None => f.send(FleetCmd::Forfeit { key }),
+            }
         }
     }
 

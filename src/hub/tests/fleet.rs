@@ -221,3 +221,82 @@ async fn an_owner_keeps_the_reads_of_a_key_it_owns_for_others_alone() {
         "not watched: not kept"
     );
 }
+
+/// A reload replaces the shared upstream while this instance owns a key for other
+/// instances alone: the key moves to the new upstream with its lease, and the new
+/// session subscribes it once ready.
+#[tokio::test]
+async fn a_key_owned_for_others_moves_with_a_replaced_upstream() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.own_held(&mut c).await;
+    c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    f.cmds().await;
+    f.rig.upstream_msgs().await;
+    // The changed server: a new slot, UpstreamId(1).
+    let (tx, mut new_rx) = mpsc::channel(1024);
+    let plan = super::super::reload::ReloadPlan {
+        settings: settings(),
+        removed: vec![UpstreamId(0)],
+        added: vec![UpstreamSlot {
+            shared: true,
+            ..slot("up", tx, None)
+        }],
+        replaced: vec![(UpstreamId(0), 0)],
+        retuned: vec![],
+        order: vec![UpstreamId(1)],
+    };
+    f.rig.hub.reload(plan).await.unwrap();
+    let cmds = f.cmds().await;
+    let moved = SubKey::new(UpstreamId(1), URI);
+    assert!(
+        matches!(&cmds[..], [FleetCmd::Move { to, .. }] if *to == moved),
+        "{cmds:?}"
+    );
+    let info = InitInfo {
+        protocol_version: "2025-11-25".into(),
+        capabilities: json!({"resources": {"subscribe": true}}),
+        ..InitInfo::default()
+    };
+    f.rig
+        .hub
+        .upstream_event(UpstreamId(1), UpstreamEvent::Ready(info))
+        .await
+        .unwrap();
+    f.rig.sync().await;
+    let mut sent = vec![];
+    while let Ok(cmd) = new_rx.try_recv() {
+        sent.push(Message::parse(&cmd.into_bytes()).unwrap());
+    }
+    assert!(
+        sent.iter()
+            .any(|m| m.method() == Some("resources/subscribe")),
+        "subscribed on the new session: {:?}",
+        methods_of(&sent)
+    );
+}
+
+/// A reload that removes the shared upstream gives up the leases of the keys this
+/// instance owned for others alone (a follower takes over at once).
+#[tokio::test]
+async fn a_removed_upstreams_keys_owned_for_others_are_given_up() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.own_held(&mut c).await;
+    c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    f.cmds().await;
+    let plan = super::super::reload::ReloadPlan {
+        settings: settings(),
+        removed: vec![UpstreamId(0)],
+        added: vec![],
+        replaced: vec![],
+        retuned: vec![],
+        order: vec![],
+    };
+    f.rig.hub.reload(plan).await.unwrap();
+    let cmds = f.cmds().await;
+    assert!(
+        matches!(&cmds[..], [FleetCmd::Forfeit { key }] if &*key.uri == URI),
+        "{cmds:?}"
+    );
+}

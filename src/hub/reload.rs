@@ -168,9 +168,8 @@ impl Hub {
         // The unsubscribes are queued to the actor, which delivers them before it stops.
         self.apply_sub_effects(effects);
         self.reads.cache.clear_upstream(u);
-        self.fleet.watching.retain(|k| k.upstream != u);
-        // Its keys' roles went with it (after its releases above, which read them).
-        self.fleet.roles.retain(|k, _| k.upstream != u);
+        self.reads.upstream_gone(u);
+        self.fleet_upstream_removed(u, to);
         for kind in ListKind::ALL {
             self.catalog.forget(u, kind);
         }

@@ -42,10 +42,26 @@ mod post;
 mod stateless;
 mod wire;
 
+/// A cancellation read from the hub: the request it names is dropped, its POST aborted
+/// if it was sent (its permit and lane freed), or never sent if it still waits.
+fn cancelled(
+    head: &mut post::Head,
+    requests: &mut HashMap<RawId, AbortHandle>,
+    backlog: &mut VecDeque<(bytes::Bytes, post::Head)>,
+) {
+    let Some(id) = head.cancels.take() else {
+        return;
+    };
+    match requests.remove(&id) {
+        Some(h) => h.abort(),
+        None => backlog.retain(|(_, h)| h.request_id.as_ref() != Some(&id)),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::task::AbortOnDropHandle;
@@ -220,17 +236,21 @@ impl HttpUpstream {
         // Each request's POST, by the request's id: a request mcpmux cancels (its client
         // gave up, or it timed out) gets no answer from most servers, whose stream of
         // that POST then stays open for the session's life, holding a permit (and, for
-        // an (un)subscribe, its URI's lane). It is dropped once the cancellation is sent.
+        // an (un)subscribe, its URI's lane). It is dropped as soon as the cancellation
+        // is read (`cancelled`), before anything waits for a permit.
         let mut requests: HashMap<RawId, AbortHandle> = HashMap::new();
-        let mut post = |bytes: bytes::Bytes, permit, posts: &mut JoinSet<()>| {
+        let mut post = |bytes: bytes::Bytes,
+                        mut head: post::Head,
+                        permit,
+                        posts: &mut JoinSet<()>,
+                        requests: &mut HashMap<RawId, AbortHandle>| {
             let p = Post {
                 ctx: ctx.clone(),
                 hub: self.hub.clone(),
                 upstream: self.id,
                 signals: signals.clone(),
             };
-            let mut head = post::Head::of(&bytes);
-            let (request_id, cancels) = (head.request_id.clone(), head.cancels.take());
+            let request_id = head.request_id.clone();
             // A (un)subscribe is sent once the one before it for its URI was answered.
             let handle = match head.subscription_uri.take() {
                 None => posts.spawn(p.run(bytes, head, permit)),
@@ -251,35 +271,36 @@ impl HttpUpstream {
                 }
                 requests.insert(id, handle);
             }
-            if let Some(h) = cancels.and_then(|id| requests.remove(&id)) {
-                h.abort();
-            }
         };
-
+        // What the hub sent, read at once (up to the hub's own queue bound) even while
+        // no permit is free: a cancellation behind it must reach the request it frees.
+        let mut backlog: VecDeque<(bytes::Bytes, post::Head)> = VecDeque::new();
         let end = loop {
             while posts.try_join_next().is_some() {}
-            let permit = tokio::select! {
+            let room = backlog.len() < super::QUEUE_CAPACITY;
+            tokio::select! {
                 biased;
                 _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
-                Some(sig) = signal_rx.recv() => match on_signal(sig, &mut signal_rx, &mut probe, &ctx, &signals) {
-                    Some(end) => break end,
-                    None => continue,
+                Some(sig) = signal_rx.recv() => {
+                    if let Some(end) = on_signal(sig, &mut signal_rx, &mut probe, &ctx, &signals) {
+                        break end;
+                    }
+                }
+                p = permits.clone().acquire_owned(), if !backlog.is_empty() => {
+                    let (bytes, head) = backlog.pop_front().expect("not empty");
+                    let permit = p.expect("the semaphore is never closed");
+                    post(bytes, head, permit, &mut posts, &mut requests);
+                }
+                cmd = rx.recv(), if room => match cmd {
+                    Some(cmd) => {
+                        let bytes = cmd.into_bytes();
+                        let mut head = post::Head::of(&bytes);
+                        cancelled(&mut head, &mut requests, &mut backlog);
+                        backlog.push_back((bytes, head));
+                    }
+                    // The hub dropped its handle: it is gone.
+                    None => break SessionEnd::Shutdown,
                 },
-                p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
-            };
-            let cmd = tokio::select! {
-                biased;
-                _ = self.shutdown.cancelled() => break SessionEnd::Shutdown,
-                Some(sig) = signal_rx.recv() => match on_signal(sig, &mut signal_rx, &mut probe, &ctx, &signals) {
-                    Some(end) => break end,
-                    None => continue,
-                },
-                cmd = rx.recv() => cmd,
-            };
-            match cmd {
-                Some(cmd) => post(cmd.into_bytes(), permit, &mut posts),
-                // The hub dropped its handle: it is gone.
-                None => break SessionEnd::Shutdown,
             }
         };
         if let SessionEnd::Shutdown = end {
@@ -288,12 +309,17 @@ impl HttpUpstream {
             let flush = async {
                 while let Ok(cmd) = rx.try_recv() {
                     let bytes = cmd.into_bytes();
+                    let mut head = post::Head::of(&bytes);
+                    cancelled(&mut head, &mut requests, &mut backlog);
+                    backlog.push_back((bytes, head));
+                }
+                while let Some((bytes, head)) = backlog.pop_front() {
                     let permit = permits
                         .clone()
                         .acquire_owned()
                         .await
                         .expect("the semaphore is never closed");
-                    post(bytes, permit, &mut posts);
+                    post(bytes, head, permit, &mut posts, &mut requests);
                 }
                 while posts.join_next().await.is_some() {}
             };

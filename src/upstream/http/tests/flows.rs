@@ -202,9 +202,13 @@ async fn slow_request_does_not_block_another() {
 async fn cancelled_requests_do_not_hold_the_sessions_posts() {
     let mut h = Harness::start(Script::default()).await;
     h.ready().await;
+    // Every permit held by a request the server will never answer, and more waiting;
+    // then they are all cancelled (as when each times out in the hub).
     let n = 2 * super::super::MAX_IN_FLIGHT as u64;
     for id in 1..=n {
         h.send(&format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"hold"}}"#));
+    }
+    for id in 1..=n {
         h.send(&format!(
             r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
         ));

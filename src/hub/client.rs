@@ -330,7 +330,7 @@ impl Hub {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        if self.pending.client_count(client) >= self.settings.max_pending_per_client {
+        if self.in_flight_of(client) >= self.settings.max_pending_per_client {
             let why = format!(
                 "too many requests in flight for this client (limits.max_pending_per_client = {})",
                 self.settings.max_pending_per_client

@@ -124,16 +124,23 @@ pub(super) struct Assemblies {
 }
 
 impl Hub {
+    /// `client`'s requests in flight, for `limits.max_pending_per_client`: those
+    /// forwarded, and its lists being assembled (each a request to every server).
+    pub(super) fn in_flight_of(&self, client: ClientId) -> usize {
+        let lists = if self.lists.open.is_empty() {
+            0
+        } else {
+            self.lists
+                .open
+                .values()
+                .filter(|a| a.client == client)
+                .count()
+        };
+        self.pending.client_count(client) + lists
+    }
+
     pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {
-        // A list being assembled is a request in flight of its client's, like a
-        // forwarded one: the same limit holds for both together.
-        let open = self
-            .lists
-            .open
-            .values()
-            .filter(|a| a.client == client)
-            .count();
-        if open + self.pending.client_count(client) >= self.settings.max_pending_per_client {
+        if self.in_flight_of(client) >= self.settings.max_pending_per_client {
             let why = format!(
                 "too many requests in flight for this client (limits.max_pending_per_client = {})",
                 self.settings.max_pending_per_client

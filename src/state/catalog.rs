@@ -122,9 +122,22 @@ impl Catalog {
         }
     }
 
-    /// Sorts `ids` in configuration order: the first of them wins a name.
+    /// Sorts `ids`, given in id order, in configuration order: the first of them wins
+    /// a name.
     pub fn in_config_order(&self, ids: &mut [UpstreamId]) {
-        ids.sort_by_key(|u| (self.rank.get(u).copied().unwrap_or(usize::MAX), *u));
+        // Until a reload sets an order, id order is configuration order.
+        if !self.rank.is_empty() {
+            ids.sort_by_key(|u| self.order_key(*u));
+        }
+    }
+
+    /// Whether `a` comes before `b` in configuration order.
+    fn before(&self, a: UpstreamId, b: UpstreamId) -> bool {
+        self.order_key(a) < self.order_key(b)
+    }
+
+    fn order_key(&self, u: UpstreamId) -> (usize, UpstreamId) {
+        (self.rank.get(&u).copied().unwrap_or(usize::MAX), u)
     }
 
     /// Replaces the views (the default view, id 0, is always every server).
@@ -242,7 +255,7 @@ impl Catalog {
             .filter(|(_, k)| *k == kind)
             .map(|(u, _)| *u)
             .collect();
-        self.in_config_order(&mut keys);
+        keys.sort_by_key(|u| self.order_key(*u));
         let mut hidden = Vec::new();
         for (i, view) in self.views.iter().enumerate() {
             let id = ViewId(i as u32);
@@ -400,7 +413,9 @@ impl Catalog {
                 let literal = template.split('{').next().unwrap_or_default();
                 if !literal.is_empty()
                     && exposed.starts_with(literal)
-                    && best.is_none_or(|(l, b)| literal.len() > l || (literal.len() == l && *u < b))
+                    && best.is_none_or(|(l, b)| {
+                        literal.len() > l || (literal.len() == l && self.before(*u, b))
+                    })
                 {
                     best = Some((literal.len(), *u));
                 }

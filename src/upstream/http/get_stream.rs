@@ -3,7 +3,8 @@
 //!
 //! Exactly one is open per session at any time: it is opened after `Ready`, reopened
 //! with `Last-Event-ID` when it drops (after the server's `retry:` hint when it had
-//! opened, else with backoff; without the id once the server refuses it with a 4xx),
+//! opened, else with backoff; without the id once the server refuses it with 400, 410
+//! or 422),
 //! and never again once the server answers 405 (it offers none). A 404 means the
 //! session is gone: reported as [`Signal::Expired`]; a 400 makes the session check
 //! itself ([`Signal::Suspect`]). The task lives exactly as long as its session (the session
@@ -77,9 +78,12 @@ impl GetStream {
                     let kind = wire::body_kind(&resp);
                     if !status.is_success() || kind != BodyKind::Sse {
                         tracing::warn!(upstream = %name, %status, ?kind, "GET stream refused");
-                        if status.is_client_error() && last_event_id.take().is_some() {
-                            // The server does not know where to resume from (its
-                            // event store forgot it): the next GET asks for none.
+                        // The server does not know where to resume from (its event
+                        // store forgot the id): the next GET asks for none. (A 409 or
+                        // 429 is about the moment, not the id: the TypeScript SDK says
+                        // 409 while it still holds the old stream.)
+                        let forgotten = matches!(status.as_u16(), 400 | 410 | 422);
+                        if forgotten && last_event_id.take().is_some() {
                             tracing::debug!(upstream = %name, "reconnecting without Last-Event-ID");
                         }
                     } else {

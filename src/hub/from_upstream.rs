@@ -58,6 +58,7 @@ impl Hub {
         slot.status = UpstreamStatus::Ready(info);
         slot.was_ready = true;
         self.reads.cache.clear_upstream(upstream);
+        self.reads.upstream_gone(upstream);
         self.refresh_catalog(upstream, &ListKind::ALL);
         self.send_log_level(upstream);
         {

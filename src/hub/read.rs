@@ -28,14 +28,18 @@ use crate::state::pending::Origin;
 #[derive(Debug)]
 pub(super) struct Reads {
     pub(super) cache: ReadCache,
-    /// URIs whose read was last answered `input_required`: their reads go as each
-    /// client's own (a request for input is one client's), not shared. Forgotten when
-    /// the URI changes; at most [`ASKS_INPUT_MAX`] (then all are forgotten).
-    asks_input: std::collections::HashSet<SubKey>,
+    /// URIs whose read was answered `input_required`, and when: their reads go as
+    /// each client's own (a request for input is one client's), not shared. Forgotten
+    /// when the URI changes, when its upstream is lost, and after [`ASKS_INPUT_FOR`]
+    /// (then a read is shared again, and asks afresh); at most [`ASKS_INPUT_MAX`].
+    asks_input: std::collections::HashMap<SubKey, Instant>,
 }
 
-/// How many URIs known to ask for input are remembered.
+/// How many URIs known to ask for input are remembered (then all are forgotten).
 const ASKS_INPUT_MAX: usize = 4096;
+
+/// How long a URI is taken to ask for input.
+const ASKS_INPUT_FOR: Duration = Duration::from_secs(60);
 
 /// How a client's shared read goes.
 #[derive(Debug, PartialEq)]
@@ -67,9 +71,14 @@ impl Reads {
             && !is_mrtr_retry(msg)
     }
 
-    /// Whether reads of `key` go as each client's own: its last answer asked for input.
-    pub(super) fn asks_input(&self, key: &SubKey) -> bool {
-        !self.asks_input.is_empty() && self.asks_input.contains(key)
+    /// Whether reads of `key` go as each client's own at `now`: a recent answer of it
+    /// asked for input.
+    pub(super) fn asks_input(&self, key: &SubKey, now: Instant) -> bool {
+        !self.asks_input.is_empty()
+            && self
+                .asks_input
+                .get(key)
+                .is_some_and(|at| now.duration_since(*at) < ASKS_INPUT_FOR)
     }
 
     /// `key` changed: whether it asks for input is to be seen again.
@@ -77,6 +86,12 @@ impl Reads {
         if !self.asks_input.is_empty() {
             self.asks_input.remove(key);
         }
+    }
+
+    /// `upstream`'s session is gone (or the upstream removed): what its URIs asked is
+    /// to be seen again.
+    pub(super) fn upstream_gone(&mut self, upstream: crate::state::ids::UpstreamId) {
+        self.asks_input.retain(|k, _| k.upstream != upstream);
     }
 
     /// `client`'s read `id` of `key`, at `now`.
@@ -152,7 +167,7 @@ impl Hub {
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached.
         let watched = self.watched(&key);
-        if self.reads.asks_input(&key)
+        if self.reads.asks_input(&key, Instant::now())
             || !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg)
         {
             return self.forward_request(client, id, msg);
@@ -198,7 +213,7 @@ impl Hub {
         generation: u64,
         outcome: Result<&str, &str>,
     ) {
-        if outcome.is_ok_and(asks_for_input) {
+        if self.upstream_is_stateless(key.upstream) && outcome.is_ok_and(asks_for_input) {
             return self.read_each_alone(key, generation);
         }
         let still_active = self.watched(key);
@@ -233,11 +248,12 @@ impl Hub {
         if self.reads.asks_input.len() >= ASKS_INPUT_MAX {
             self.reads.asks_input.clear();
         }
-        self.reads.asks_input.insert(key.clone());
-        let waiters =
-            self.reads
-                .cache
-                .complete_keep(key, generation, None, Keep::Not, Instant::now());
+        let now = Instant::now();
+        self.reads.asks_input.insert(key.clone(), now);
+        let waiters = self
+            .reads
+            .cache
+            .complete_keep(key, generation, None, Keep::Not, now);
         let exposed = self.catalog.expose_uri(key.upstream, &key.uri).into_owned();
         for (client, id) in waiters {
             let params = serde_json::json!({ "uri": exposed });

@@ -132,6 +132,17 @@ fn is_watched(update: &bytes::Bytes) -> bool {
     Message::parse(update).is_ok_and(|m| m.method() == Some(crate::fleet::keys::WATCHED))
 }
 
+/// A rig whose instance owns [`URI`] for other instances alone: its one local holder
+/// subscribed, then left (the fleet actor keeps the key for its followers).
+async fn owned_for_others() -> FleetRig {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.own_held(&mut c).await;
+    c.call("resources/unsubscribe", json!({"uri": URI})).await;
+    f.cmds().await;
+    f
+}
+
 fn updated(uri: &str) -> Message {
     Message::notification(
         "notifications/resources/updated",
@@ -187,11 +198,7 @@ async fn a_follower_drops_its_kept_reads_when_the_owner_starts_watching() {
 /// read per change for the whole fleet); once the key is let go, they are not.
 #[tokio::test]
 async fn an_owner_keeps_the_reads_of_a_key_it_owns_for_others_alone() {
-    let mut f = fleet_rig().await;
-    let mut c = f.rig.client(json!({})).await;
-    f.own_held(&mut c).await;
-    c.call("resources/unsubscribe", json!({"uri": URI})).await;
-    f.cmds().await;
+    let mut f = owned_for_others().await;
     // The fleet actor's reads for followers come as any client's.
     let mut reader = f.rig.client(json!({})).await;
     assert_eq!(f.reads_upstream(&mut reader, "v0").await, 1);
@@ -227,11 +234,7 @@ async fn an_owner_keeps_the_reads_of_a_key_it_owns_for_others_alone() {
 /// session subscribes it once ready.
 #[tokio::test]
 async fn a_key_owned_for_others_moves_with_a_replaced_upstream() {
-    let mut f = fleet_rig().await;
-    let mut c = f.rig.client(json!({})).await;
-    f.own_held(&mut c).await;
-    c.call("resources/unsubscribe", json!({"uri": URI})).await;
-    f.cmds().await;
+    let mut f = owned_for_others().await;
     f.rig.upstream_msgs().await;
     // The changed server: a new slot, UpstreamId(1).
     let (tx, mut new_rx) = mpsc::channel(1024);
@@ -280,11 +283,7 @@ async fn a_key_owned_for_others_moves_with_a_replaced_upstream() {
 /// instance owned for others alone (a follower takes over at once).
 #[tokio::test]
 async fn a_removed_upstreams_keys_owned_for_others_are_given_up() {
-    let mut f = fleet_rig().await;
-    let mut c = f.rig.client(json!({})).await;
-    f.own_held(&mut c).await;
-    c.call("resources/unsubscribe", json!({"uri": URI})).await;
-    f.cmds().await;
+    let mut f = owned_for_others().await;
     let plan = super::super::reload::ReloadPlan {
         settings: settings(),
         removed: vec![UpstreamId(0)],

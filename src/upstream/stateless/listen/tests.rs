@@ -195,9 +195,9 @@ fn with_flags_one_listen_stays_open_for_them() {
     assert!(s.covered().is_empty());
 }
 
-#[test]
-fn a_lost_listen_is_reopened_and_its_uris_reported_changed() {
-    let now = Instant::now();
+/// `u:a` held under an acknowledged listen, which the server then ended: a new one
+/// is opening.
+fn held_then_lost(now: Instant) -> (Listens, Server) {
     let mut l = Listens::new(no_flags());
     let mut s = Server::default();
     let mut out = Vec::new();
@@ -207,7 +207,14 @@ fn a_lost_listen_is_reopened_and_its_uris_reported_changed() {
     let lost = s.open.keys().next().unwrap().clone();
     s.open.remove(&lost);
     l.on_ended(&lost, now, &mut out);
-    s.apply(std::mem::take(&mut out));
+    s.apply(out);
+    (l, s)
+}
+
+#[test]
+fn a_lost_listen_is_reopened_and_its_uris_reported_changed() {
+    let now = Instant::now();
+    let (mut l, mut s) = held_then_lost(now);
     assert_eq!(s.opened, 2, "reopened at once");
     assert!(s.changed.is_empty(), "told only once covered again");
     s.ack_all(&mut l, now, "");
@@ -240,16 +247,8 @@ fn an_unacknowledged_listen_is_retried_then_its_subscribes_fail() {
 #[test]
 fn a_lost_listen_that_cannot_be_reopened_restarts_the_session() {
     let now = Instant::now();
-    let mut l = Listens::new(no_flags());
-    let mut s = Server::default();
+    let (mut l, mut s) = held_then_lost(now);
     let mut out = Vec::new();
-    l.subscribe(id(1), "u:a".into(), now, &mut out);
-    s.apply(std::mem::take(&mut out));
-    s.ack_all(&mut l, now, "");
-    let lost = s.open.keys().next().unwrap().clone();
-    s.open.remove(&lost);
-    l.on_ended(&lost, now, &mut out);
-    s.apply(std::mem::take(&mut out));
     for _ in 0..MAX_ATTEMPTS {
         let refused = s.open.keys().next().expect("a listen opening").clone();
         s.open.remove(&refused);

@@ -61,19 +61,26 @@ fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std:
     }
 }
 
-/// Encodes already-serialized JSON text as one line. The text must not contain a raw
-/// newline (compact JSON never does).
+/// Encodes already-serialized JSON text as one line. Compact JSON holds no line break,
+/// but a message may keep a server's own formatting inside its members (an HTTP
+/// upstream that pretty-prints): its raw line breaks become spaces. That is safe in
+/// JSON, where a raw CR or LF can only be whitespace between tokens (never inside a
+/// string), so the message means the same on one line.
 impl Encoder<Bytes> for JsonLines {
     type Error = std::io::Error;
 
     fn encode(&mut self, item: Bytes, dst: &mut BytesMut) -> Result<(), Self::Error> {
         let bytes = &item[..];
-        debug_assert!(
-            !bytes.contains(&b'\n'),
-            "JSON lines must not contain newlines"
-        );
         dst.reserve(bytes.len() + 1);
+        let start = dst.len();
         dst.put_slice(bytes);
+        if memchr::memchr2(b'\n', b'\r', bytes).is_some() {
+            for b in &mut dst[start..] {
+                if matches!(*b, b'\n' | b'\r') {
+                    *b = b' ';
+                }
+            }
+        }
         dst.put_u8(b'\n');
         Ok(())
     }
@@ -82,6 +89,23 @@ impl Encoder<Bytes> for JsonLines {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message that kept a server's pretty-printing is written as one line that
+    /// means the same.
+    #[test]
+    fn line_breaks_between_tokens_become_spaces() {
+        let pretty =
+            "{\r\n  \"jsonrpc\": \"2.0\",\n  \"id\": 1,\n  \"result\": {\"text\": \"a\\nb\"}\n}";
+        let mut c = JsonLines::new(1 << 10);
+        let mut out = BytesMut::new();
+        c.encode(Bytes::from(pretty), &mut out).unwrap();
+        let line = std::str::from_utf8(&out).unwrap();
+        assert_eq!(line.matches('\n').count(), 1);
+        assert!(line.ends_with('\n'));
+        let back: serde_json::Value = serde_json::from_str(line).unwrap();
+        let want: serde_json::Value = serde_json::from_str(pretty).unwrap();
+        assert_eq!(back, want);
+    }
 
     fn decode_all(max: usize, input: &[u8]) -> Vec<Frame> {
         let mut c = JsonLines::new(max);

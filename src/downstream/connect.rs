@@ -26,6 +26,7 @@ use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::task::AbortOnDropHandle;
 
 use crate::config::LimitsConfig;
 use crate::protocol::codec::{Frame, JsonLines};
@@ -68,7 +69,8 @@ where
     });
     let mut lines = FramedRead::new(input, JsonLines::new(max));
     let mut tasks = tokio::task::JoinSet::new();
-    let mut get_started = false;
+    // The session's GET stream, once `initialize` gave a session id.
+    let mut get: Option<AbortOnDropHandle<()>> = None;
     while let Some(frame) = lines.next().await {
         let line = match frame? {
             Frame::Line(l) if l.trim().is_empty() => continue,
@@ -118,26 +120,24 @@ where
         } else {
             post.send(msg).await;
         }
-        if is_init && !get_started && session.lock().expect("not poisoned").id.is_some() {
-            get_started = true;
-            tasks.spawn(get_stream(
+        if is_init && get.is_none() && session.lock().expect("not poisoned").id.is_some() {
+            get = Some(AbortOnDropHandle::new(tokio::spawn(get_stream(
                 http.clone(),
                 url.to_owned(),
                 session.clone(),
                 out_tx.clone(),
-            ));
+            ))));
         }
+        // Finished requests are let go as the bridge goes, not kept until input ends.
+        while tasks.try_join_next().is_some() {}
     }
     // Input ended: let in-flight requests finish briefly, end the session, stop.
     let _ = tokio::time::timeout(Duration::from_secs(5), async {
-        while tasks.len() > usize::from(get_started) {
-            if tasks.join_next().await.is_none() {
-                break;
-            }
-        }
+        while tasks.join_next().await.is_some() {}
     })
     .await;
     tasks.abort_all();
+    drop(get);
     let id = session.lock().expect("not poisoned").id.clone();
     if let Some(id) = id {
         let _ = http.delete(url).header(SESSION, id).send().await;
@@ -269,7 +269,13 @@ impl BridgePost {
             let mut events = resp.bytes_stream().eventsource();
             let mut answered = awaited.is_none();
             while let Some(ev) = events.next().await {
-                let ev = ev.map_err(|e| format!("event stream broke: {e}"))?;
+                let ev = match ev {
+                    Ok(ev) => ev,
+                    // After the answer, a broken stream loses nothing the host waits for
+                    // (an error now would answer the request twice).
+                    Err(_) if answered => return Ok(()),
+                    Err(e) => return Err(format!("event stream broke: {e}")),
+                };
                 answered = answered
                     || Message::parse(ev.data.as_bytes())
                         .is_ok_and(|m| m.kind() == Kind::Response && m.id() == awaited.as_ref());

@@ -28,6 +28,9 @@ use crate::protocol::stateless;
 use crate::protocol::{code, methods, Incoming, Kind, Message, ParseError, RawId};
 use crate::state::ids::ClientId;
 
+/// How long the last messages may take to write once input ended.
+const LAST_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The modern requests in flight on a connection, by the client's request id.
 type ModernRequests = Arc<Mutex<HashMap<RawId, ModernRequest>>>;
 
@@ -107,8 +110,11 @@ where
             }
         }
     };
+    // What the writer took from the outbox, and how much of it is written: when input
+    // ends mid-batch, the rest is still delivered below.
+    let mut batch: Vec<Outbound> = Vec::new();
+    let mut written = 0;
     let write_loop = async {
-        let mut batch = Vec::new();
         loop {
             if outbox.drain(&mut batch).is_err() {
                 return;
@@ -117,7 +123,12 @@ where
                 outbox.ready().await;
                 continue;
             }
-            for o in batch.drain(..).filter(|o| o.kind != OutKind::Release) {
+            while written < batch.len() {
+                let o = batch[written].clone();
+                written += 1;
+                if o.kind == OutKind::Release {
+                    continue;
+                }
                 let Some(bytes) = wire(o, &hub, &modern_requests) else {
                     continue;
                 };
@@ -125,6 +136,8 @@ where
                     return;
                 }
             }
+            batch.clear();
+            written = 0;
             if out.flush().await.is_err() {
                 return;
             }
@@ -132,16 +145,21 @@ where
     };
     tokio::select! {
         _ = read_loop => {
-            // Input ended: deliver what is already queued, then leave.
-            let mut rest = Vec::new();
-            if outbox.drain(&mut rest).is_ok() {
+            // Input ended: deliver what is already taken or queued, then leave (within
+            // a bound: a host that stopped reading must not keep mcpmux alive).
+            let last = async {
+                let mut rest = batch.split_off(written);
+                if outbox.drain(&mut rest).is_err() {
+                    rest.clear();
+                }
                 for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
                     if let Some(bytes) = wire(o, &hub, &modern_requests) {
                         let _ = out.feed(bytes).await;
                     }
                 }
                 let _ = out.flush().await;
-            }
+            };
+            let _ = tokio::time::timeout(LAST_WRITE, last).await;
         }
         _ = write_loop => {}
     }

@@ -134,6 +134,9 @@ enum LogFormat {
     Json,
 }
 
+/// How long blocking work may still run once the command is done (`main`).
+const BLOCKING_GRACE: std::time::Duration = std::time::Duration::from_millis(500);
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // One client on stdin/stdout gains nothing from a second worker thread, and every
@@ -189,6 +192,10 @@ fn main() -> ExitCode {
         }
         outcome
     });
+    // A blocking read of a terminal stdin (`mcpmux stdio` typed into) cannot be
+    // cancelled, and dropping the runtime would wait for it until Enter: blocking work
+    // still running gets this long to end (a last write to stdout does), then is left.
+    runtime.shutdown_timeout(BLOCKING_GRACE);
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -103,6 +103,18 @@ async fn stdio_bad_input_gets_errors_and_the_session_keeps_working() {
     );
     c.send_raw(r#"[1,2]"#).await;
     assert_eq!(c.read().await["error"]["code"], -32600);
+    // An invalid member of a batch is answered under its own id, when it has one.
+    c.send_raw(r#"[{"jsonrpc":"2.0","id":7,"method":"ping","params":1}]"#)
+        .await;
+    let mut answer = c.read().await;
+    for _ in 0..3 {
+        if answer["id"] == json!(7) {
+            break;
+        }
+        answer = c.read().await;
+    }
+    assert_eq!(answer["id"], json!(7), "{answer}");
+    assert!(answer["error"]["code"].is_i64(), "{answer}");
     let unknown = c.call("no/such/method", json!({})).await;
     assert_eq!(unknown["error"]["code"], -32601);
     let bad = c.call("resources/subscribe", json!({"url": "x"})).await;

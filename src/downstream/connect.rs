@@ -90,7 +90,8 @@ where
         let msg = match Message::parse(line.as_bytes()) {
             Ok(m) => m,
             Err(e) => {
-                let e = Message::error_response(None, e.code(), &e.to_string(), None);
+                let id = Message::salvage_id(line.as_bytes());
+                let e = Message::error_response(id.as_ref(), e.code(), &e.to_string(), None);
                 let _ = out_tx.send(e.to_bytes()).await;
                 continue;
             }

@@ -90,7 +90,19 @@ where
             }
             let items = match Incoming::parse(line.as_bytes()) {
                 Ok(Incoming::Single(m)) => vec![(m, line.as_bytes())],
-                Ok(Incoming::Batch(ms)) => ms.into_iter().map(|m| (m, &b""[..])).collect(),
+                Ok(Incoming::Batch(ms)) => {
+                    // A member's error names the member's id when one can be read:
+                    // each member's text is read again only when one is invalid.
+                    let raws: Vec<&serde_json::value::RawValue> = if ms.iter().any(Result::is_err) {
+                        serde_json::from_str(&line).unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    };
+                    ms.into_iter()
+                        .enumerate()
+                        .map(|(i, m)| (m, raws.get(i).map_or(&b""[..], |r| r.get().as_bytes())))
+                        .collect()
+                }
                 Err(e) => vec![(Err(e), line.as_bytes())],
             };
             for (item, raw) in items {

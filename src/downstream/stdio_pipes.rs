@@ -14,7 +14,7 @@
 //! Must never make stderr non-blocking: the logs are written to it synchronously, and
 //! a non-blocking stderr would drop log lines with `EAGAIN`. Putting a pipe in tokio's
 //! reactor sets `O_NONBLOCK` on its open file, which every descriptor of that file
-//! shares; so stdout goes async only when fd 2 is another file.
+//! shares; so stdin and stdout go async only when fd 2 is another file.
 
 use std::pin::Pin;
 
@@ -89,6 +89,11 @@ mod unix {
 
     pub(super) fn pipe_stdin() -> Option<Pin<Box<dyn AsyncRead + Send>>> {
         let s = inspect(std::io::stdin().as_fd())?;
+        // One socket on fds 0, 1 and 2 (a systemd socket unit's default): making it
+        // non-blocking would make the log writes fail with EAGAIN.
+        if inspect(std::io::stderr().as_fd()).map(|e| e.id) == Some(s.id) {
+            return None;
+        }
         if s.fifo {
             return Some(Box::pin(pipe::Receiver::from_owned_fd(s.fd).ok()?));
         }

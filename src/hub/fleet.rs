@@ -85,8 +85,15 @@ impl Hub {
     /// After `upstream`'s session restarted: the keys this instance owns for other
     /// instances only (no local holder, so no registry entry) are subscribed again.
     pub(super) fn fleet_resubscribe_owned(&mut self, upstream: UpstreamId) {
-        let keys: Vec<SubKey> = self
-            .fleet
+        for key in self.owned_for_others(upstream) {
+            self.send_sub_request(key, true);
+        }
+    }
+
+    /// The keys of `upstream` this instance owns for other instances alone: no local
+    /// holder, so the registry does not know them.
+    fn owned_for_others(&self, upstream: UpstreamId) -> Vec<SubKey> {
+        self.fleet
             .roles
             .iter()
             .filter(|(k, role)| {
@@ -95,10 +102,7 @@ impl Hub {
                     && !self.holders.registry.is_known_at(*k)
             })
             .map(|(k, _)| k.clone())
-            .collect();
-        for key in keys {
-            self.send_sub_request(key, true);
-        }
+            .collect()
     }
 
     /// A reload removed upstream `u` (replaced by `to` when only changed), after its
@@ -108,17 +112,7 @@ impl Hub {
     /// leases are given up, so a follower takes over. The rest of `u`'s roles go.
     pub(super) fn fleet_upstream_removed(&mut self, u: UpstreamId, to: Option<UpstreamId>) {
         self.fleet.watching.retain(|k| k.upstream != u);
-        let owned_for_others: Vec<SubKey> = self
-            .fleet
-            .roles
-            .iter()
-            .filter(|(k, role)| {
-                k.upstream == u
-                    && **role == FleetRole::Own
-                    && !self.holders.registry.is_known_at(*k)
-            })
-            .map(|(k, _)| k.clone())
-            .collect();
+        let owned_for_others = self.owned_for_others(u);
         self.fleet.roles.retain(|k, _| k.upstream != u);
         let Some(f) = &self.fleet.actor else {
             return;

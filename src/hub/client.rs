@@ -373,6 +373,9 @@ impl Hub {
                 self.reads
                     .cache
                     .forget_waiter(|(c, i)| *c == client && *i == req);
+                // A list being assembled is not answered either (its parts, still on
+                // their way, fill the catalog as usual).
+                self.lists.cancel(client, &req);
                 self.trace_cancelled(client, &req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {

@@ -123,6 +123,17 @@ pub(super) struct Assemblies {
     pub(super) next: u64,
 }
 
+impl Assemblies {
+    /// `client` cancelled its request `id`: if it is a list being assembled, it is not
+    /// answered.
+    pub(super) fn cancel(&mut self, client: ClientId, id: &RawId) {
+        if !self.open.is_empty() {
+            self.open
+                .retain(|_, a| !(a.client == client && a.id == *id));
+        }
+    }
+}
+
 impl Hub {
     /// `client`'s requests in flight, for `limits.max_pending_per_client`: those
     /// forwarded, and its lists being assembled (each a request to every server).

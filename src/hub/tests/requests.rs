@@ -265,6 +265,28 @@ async fn lists_in_flight_count_against_the_per_client_limit() {
     );
 }
 
+/// A list request its client cancels is not answered (the spec: a cancelled request
+/// SHOULD get no response).
+#[tokio::test]
+async fn a_cancelled_list_is_not_answered() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    let id = c.send("tools/list", json!({})).await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["tools/list"]);
+    let cancel = Message::notification(
+        "notifications/cancelled",
+        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
+    );
+    c.hub.client_message(c.id, cancel).await.unwrap();
+    r.answer(&up[0], json!({"tools": []})).await;
+    r.sync().await;
+    let mut out = vec![];
+    c.outbox.drain(&mut out).unwrap();
+    let answers: Vec<_> = out.iter().filter(|o| o.kind == OutKind::Response).collect();
+    assert!(answers.is_empty(), "{answers:?}");
+}
+
 #[tokio::test]
 async fn per_client_limits_on_pending_requests_and_subscriptions() {
     let s = HubSettings {

@@ -96,6 +96,22 @@ pub struct TokenStore {
 }
 
 impl TokenStore {
+    /// A file store of its own under the temporary directory, for tests: one per
+    /// `tag`, process and test thread.
+    #[cfg(test)]
+    pub(crate) fn for_test(tag: &str) -> TokenStore {
+        let dir = std::env::temp_dir().join(format!(
+            "mcpmux-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
+        TokenStore::new(&AuthConfig {
+            store: TokenStoreKind::File,
+            store_dir: Some(dir),
+        })
+        .expect("a store directory is given")
+    }
+
     /// The store `[auth]` describes (nothing is touched until first use).
     ///
     /// # Errors

@@ -2,7 +2,6 @@
 //! and which stored login it takes.
 
 use super::*;
-use crate::config::{AuthConfig, TokenStoreKind};
 use reqwest::header::{HeaderValue, WWW_AUTHENTICATE};
 
 fn auth() -> Arc<UpstreamAuth> {
@@ -11,16 +10,7 @@ fn auth() -> Arc<UpstreamAuth> {
 
 /// An upstream `up` at `url`, with a file store of its own (per test thread).
 fn auth_at(url: &str) -> Arc<UpstreamAuth> {
-    let dir = std::env::temp_dir().join(format!(
-        "mcpmux-upauth-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let store = TokenStore::new(&AuthConfig {
-        store: TokenStoreKind::File,
-        store_dir: Some(dir),
-    })
-    .unwrap();
+    let store = TokenStore::for_test("upauth");
     UpstreamAuth::new(
         "up",
         Url::parse(url).unwrap(),

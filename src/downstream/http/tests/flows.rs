@@ -60,17 +60,23 @@ async fn get_stream_receives_unrelated_notification_with_event_id() {
     assert!(text.contains("id: 2\ndata: "), "{text}");
 }
 
-/// A `Last-Event-ID` beyond anything this session ever sent (one of an earlier
-/// session, or made up) cannot mean those events were seen: the events no stream has
-/// received yet are delivered all the same.
-#[tokio::test]
-async fn a_last_event_id_beyond_what_was_sent_skips_nothing() {
+/// A session with three events queued before it has a GET stream (they are buffered).
+async fn three_events_before_any_get() -> (Server, String) {
     let s = start(settings()).await;
     let sid = s.initialize().await;
     s.post(Some(&sid), note("x/emit", json!({"n": 3})))
         .send()
         .await
         .unwrap();
+    (s, sid)
+}
+
+/// A `Last-Event-ID` beyond anything this session ever sent (one of an earlier
+/// session, or made up) cannot mean those events were seen: the events no stream has
+/// received yet are delivered all the same.
+#[tokio::test]
+async fn a_last_event_id_beyond_what_was_sent_skips_nothing() {
+    let (s, sid) = three_events_before_any_get().await;
     let get = s
         .get(&sid)
         .header("last-event-id", "2")
@@ -83,13 +89,7 @@ async fn a_last_event_id_beyond_what_was_sent_skips_nothing() {
 
 #[tokio::test]
 async fn events_wait_for_a_get_stream_and_last_event_id_replays() {
-    let s = start(settings()).await;
-    let sid = s.initialize().await;
-    // No GET stream yet: the events are buffered.
-    s.post(Some(&sid), note("x/emit", json!({"n": 3})))
-        .send()
-        .await
-        .unwrap();
+    let (s, sid) = three_events_before_any_get().await;
     // A fresh GET gets what no stream has received yet.
     let first = s.get(&sid).send().await.unwrap();
     let text = read_until(first, "x/event", 3).await;

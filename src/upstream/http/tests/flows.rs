@@ -474,7 +474,7 @@ async fn an_https_url_is_spoken_to_in_tls_only() {
 /// session: requests are still served meanwhile.
 #[tokio::test]
 async fn a_hanging_token_refresh_does_not_hold_up_requests() {
-    use crate::config::{AuthConfig, OAuthServerConfig, TokenStoreKind};
+    use crate::config::OAuthServerConfig;
     use crate::oauth::{Grant, Registration, TokenStore, UpstreamAuth};
     // The token endpoint: says it was asked, then never answers.
     let (asked_tx, mut asked) = tokio::sync::mpsc::unbounded_channel();
@@ -486,16 +486,7 @@ async fn a_hanging_token_refresh_does_not_hold_up_requests() {
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
     let (fake, seen) = super::fake::Fake::start(Script::default()).await;
-    let dir = std::env::temp_dir().join(format!(
-        "mcpmux-http-refresh-{}-{:?}",
-        std::process::id(),
-        std::thread::current().id()
-    ));
-    let store = TokenStore::new(&AuthConfig {
-        store: TokenStoreKind::File,
-        store_dir: Some(dir),
-    })
-    .unwrap();
+    let store = TokenStore::for_test("http-refresh");
     let now = crate::oauth::flow::now_secs();
     // Due for a refresh three seconds after the session starts.
     let grant = Grant {

@@ -279,6 +279,9 @@ async fn a_cancelled_list_is_not_answered() {
         Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
     );
     c.hub.client_message(c.id, cancel).await.unwrap();
+    // Client messages and upstream events come on separate queues: the cancel is
+    // handled before the answer is sent.
+    r.sync().await;
     r.answer(&up[0], json!({"tools": []})).await;
     r.sync().await;
     let mut out = vec![];

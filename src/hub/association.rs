@@ -63,7 +63,7 @@ impl Hub {
         related: &Related,
     ) {
         match self.owner_of(upstream, related) {
-            Some((client, id)) => {
+            Some((client, id, _)) => {
                 self.push(
                     client,
                     notification_out(msg.to_bytes(), OutKind::Notification, Some(id)),
@@ -84,7 +84,7 @@ impl Hub {
         &self,
         upstream: UpstreamId,
         related: &Related,
-    ) -> Option<(ClientId, RawId)> {
+    ) -> Option<(ClientId, RawId, ProxyId)> {
         let pid = match related {
             Related::Request(raw) => ProxyId(raw.as_u64()?),
             Related::Nothing => return None,
@@ -109,7 +109,7 @@ impl Hub {
         };
         match self.pending.get(pid) {
             Some(e) if e.upstream == upstream => match &e.origin {
-                Origin::Client { client, id, .. } => Some((*client, id.clone())),
+                Origin::Client { client, id, .. } => Some((*client, id.clone(), pid)),
                 _ => None,
             },
             _ => None,
@@ -172,7 +172,7 @@ impl Hub {
             let err = Message::error_response(Some(&id), code::METHOD_NOT_FOUND, &why, None);
             hub.send_to_upstream(upstream, &err);
         };
-        let Some((client, client_request)) = self.owner_of(upstream, related) else {
+        let Some((client, client_request, during)) = self.owner_of(upstream, related) else {
             let why = match related {
                 Related::Unknown => "mcpmux cannot tell which client this request belongs to: \
                      it did not come with a client request and several (or no) requests are in flight on this server",
@@ -210,6 +210,7 @@ impl Hub {
             upstream,
             upstream_id: id,
             client,
+            during,
         });
         msg.set_id(&RawId::from_u64(pid.0));
         self.push(

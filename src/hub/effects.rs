@@ -126,11 +126,39 @@ impl Hub {
     }
 
     /// Request `pid` ended, however (answered, failed, timed out, cancelled, its client
-    /// gone): its timer, trace and MRTR round count go.
+    /// gone): its timer, trace and MRTR round count go, and so do the server→client
+    /// requests sent during it.
     pub(super) fn drop_request_timer(&mut self, pid: ProxyId) {
         self.trace_upstream_done(pid, None);
         self.deadlines.disarm(pid);
         self.mrtr_finished(pid);
+        self.end_requests_during(pid);
+    }
+
+    /// A client request ended while requests the server sent during it (sampling,
+    /// elicitation) are still open: nobody is waiting for them any more, so the client
+    /// hears they are cancelled, and the server gets an error for any it still awaits
+    /// (docs/architecture.md, "Server-to-client requests").
+    fn end_requests_during(&mut self, pid: ProxyId) {
+        for (client_pid, bound) in self.pending.drop_client_bound(|b| b.during == pid) {
+            let n = Message::notification(
+                methods::CANCELLED,
+                Some(
+                    &json!({"requestId": client_pid.0, "reason": "the request it belongs to ended"}),
+                ),
+            );
+            self.push(
+                bound.client,
+                notification_out(n.to_bytes(), OutKind::Notification, None),
+            );
+            let err = Message::error_response(
+                Some(&bound.upstream_id),
+                code::INTERNAL_ERROR,
+                "the client request this request belongs to ended before the client answered",
+                None,
+            );
+            self.send_to_upstream(bound.upstream, &err);
+        }
     }
 
     /// Progress on a request: its timeout starts again, but never runs past the

@@ -112,7 +112,7 @@ impl Hub {
             // Its tools, prompts and resources are gone from the merged lists.
             self.broadcast_list_changed(upstream);
         }
-        for bound in self.pending.drop_client_bound(|b| b.upstream == upstream) {
+        for (_, bound) in self.pending.drop_client_bound(|b| b.upstream == upstream) {
             // The client may still answer; the answer will find nothing and be dropped.
             tracing::debug!(client = %bound.client, "server request orphaned by upstream exit");
         }

@@ -16,8 +16,8 @@ use crate::upstream::{UpstreamEvent, UpstreamLink};
 /// Requests about the hub itself.
 #[derive(Debug)]
 pub enum Control {
-    /// Introspection for tests, status and benchmarks. Answered after every client
-    /// and upstream event queued before it was handled.
+    /// Introspection for tests, status and benchmarks. Answered after every client,
+    /// upstream and fleet event queued before it was handled.
     Stats(oneshot::Sender<HubStats>),
     /// The operator's view (`/metrics`, `/status`), answered like `Stats`.
     Snapshot(oneshot::Sender<super::metrics::Snapshot>),

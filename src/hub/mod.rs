@@ -314,9 +314,9 @@ impl Hub {
 
     /// Runs until `shutdown` is cancelled or every client link is dropped.
     ///
-    /// Client and upstream events arrive on two channels, taken fairly. A control
-    /// request is answered only after everything already queued on both was handled,
-    /// so `stats` after a send observes that send (what the tests rely on).
+    /// Client, upstream and fleet events arrive on their own channels, taken fairly. A
+    /// control request is answered only after everything already queued on each was
+    /// handled, so `stats` after a send observes that send (what the tests rely on).
     pub(crate) async fn run(mut self, mut inbox: Inboxes, shutdown: CancellationToken) {
         // One wait for shutdown for the whole loop: a fresh one each turn would join and
         // leave the token's waiter list (a lock each way) twice per request.
@@ -365,7 +365,7 @@ impl Hub {
         }
     }
 
-    /// Handles every client and upstream event queued right now.
+    /// Handles every client, upstream and fleet event queued right now.
     fn catch_up(&mut self, inbox: &mut Inboxes) {
         for _ in 0..inbox.clients.len() {
             match inbox.clients.try_recv() {
@@ -377,6 +377,13 @@ impl Hub {
         for _ in 0..inbox.upstreams.len() {
             match inbox.upstreams.try_recv() {
                 Ok((upstream, event)) => self.on_upstream_event(upstream, event),
+                Err(_) => break,
+            }
+            self.reap_doomed();
+        }
+        for _ in 0..inbox.fleet.len() {
+            match inbox.fleet.try_recv() {
+                Ok(ev) => self.on_fleet_event(ev),
                 Err(_) => break,
             }
             self.reap_doomed();
@@ -484,7 +491,7 @@ impl Hub {
             self.drop_request_timer(pid);
             self.send_cancelled(entry.upstream, pid, "client disconnected");
         }
-        for bound in self.pending.drop_client_bound(|b| b.client == client) {
+        for (_, bound) in self.pending.drop_client_bound(|b| b.client == client) {
             let err = Message::error_response(
                 Some(&bound.upstream_id),
                 crate::protocol::code::INTERNAL_ERROR,

@@ -157,7 +157,7 @@ impl Hub {
         for pid in self.pending.ids_on_upstream(u) {
             self.fail_request(pid, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        for bound in self.pending.drop_client_bound(|b| b.upstream == u) {
+        for (_, bound) in self.pending.drop_client_bound(|b| b.upstream == u) {
             tracing::debug!(client = %bound.client, "server request of a removed upstream dropped");
         }
         let err = json!({"code": code::UPSTREAM_UNAVAILABLE, "message": why});

@@ -95,7 +95,7 @@ impl Hub {
                     .and_then(|p| p["level"].as_str().map(str::to_owned));
                 let level = level.as_deref();
                 match self.owner_of(upstream, related) {
-                    Some((client, id)) => {
+                    Some((client, id, _)) => {
                         if self.wants_log(client, level) {
                             let out =
                                 notification_out(msg.to_bytes(), OutKind::Notification, Some(id));

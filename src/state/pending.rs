@@ -69,6 +69,8 @@ pub struct ClientBound {
     /// The id the upstream used.
     pub upstream_id: RawId,
     pub client: ClientId,
+    /// The client's request it was sent during: it ends with that request.
+    pub during: ProxyId,
 }
 
 #[derive(Debug, Default)]
@@ -216,7 +218,14 @@ impl PendingTable {
     }
 
     /// Removes server→client requests sent to `client`, or coming from `upstream`.
-    pub fn drop_client_bound(&mut self, pred: impl Fn(&ClientBound) -> bool) -> Vec<ClientBound> {
+    /// Each comes with the id the client saw.
+    pub fn drop_client_bound(
+        &mut self,
+        pred: impl Fn(&ClientBound) -> bool,
+    ) -> Vec<(ProxyId, ClientBound)> {
+        if self.client_bound.is_empty() {
+            return Vec::new();
+        }
         let pids: Vec<ProxyId> = self
             .client_bound
             .iter()
@@ -224,7 +233,7 @@ impl PendingTable {
             .map(|(p, _)| *p)
             .collect();
         pids.into_iter()
-            .filter_map(|p| self.client_bound.remove(&p))
+            .filter_map(|p| Some((p, self.client_bound.remove(&p)?)))
             .collect()
     }
 
@@ -426,6 +435,7 @@ mod tests {
             upstream: UpstreamId(0),
             upstream_id: RawId::from_u64(5),
             client: ClientId(3),
+            during: ProxyId(1),
         };
         let p = t.register_client_bound(e.clone());
         assert_eq!(

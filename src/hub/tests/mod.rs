@@ -241,10 +241,12 @@ impl Client {
         }
     }
 
+    /// Every message queued for the client (not the markers that carry no bytes).
     fn pending(&self) -> Vec<Value> {
         let mut out = vec![];
         self.outbox.drain(&mut out).unwrap();
         out.iter()
+            .filter(|o| !o.bytes.is_empty())
             .map(|o| serde_json::from_slice(&o.bytes).unwrap())
             .collect()
     }

@@ -26,6 +26,53 @@ async fn server_request_goes_to_the_only_waiting_client_and_back() {
     assert_eq!(up[0].id().unwrap().as_json(), "\"s1\"");
 }
 
+/// A server request still open when the client request it belongs to ends (here the
+/// server answers the call, or the client cancels it) is cancelled toward the client
+/// and failed toward the server: nothing waits for it for the client's lifetime.
+#[tokio::test]
+async fn a_server_request_ends_with_the_request_it_belongs_to() {
+    for cancel in [false, true] {
+        let mut r = rig().await;
+        let mut a = r.client(json!({"sampling": {}})).await;
+        let call = a.send("tools/call", json!({"name": "sample"})).await;
+        let up = r.upstream_msgs().await;
+        let sample = Message::request(
+            &RawId::parse("\"s1\"").unwrap(),
+            "sampling/createMessage",
+            Some(&json!({"messages": []})),
+        );
+        r.inject(sample).await;
+        let got = a.next().await;
+        assert_eq!(got["method"], "sampling/createMessage");
+        if cancel {
+            let n = Message::notification(
+                "notifications/cancelled",
+                Some(&json!({"requestId": serde_json::from_str::<Value>(call.as_json()).unwrap()})),
+            );
+            a.hub.client_message(a.id, n).await.unwrap();
+        } else {
+            r.answer(&up[0], json!({"content": []})).await;
+        }
+        r.sync().await;
+        let down = a.pending();
+        let cancelled: Vec<_> = down
+            .iter()
+            .filter(|m| m["method"] == "notifications/cancelled")
+            .collect();
+        assert_eq!(cancelled.len(), 1, "cancel={cancel}: {down:?}");
+        assert_eq!(cancelled[0]["params"]["requestId"], got["id"]);
+        let up = r.upstream_msgs().await;
+        let failed: Vec<_> = up.iter().filter(|m| m.kind() == Kind::Response).collect();
+        assert_eq!(failed.len(), 1, "cancel={cancel}: {up:?}");
+        assert!(failed[0].is_error());
+        assert_eq!(failed[0].id().unwrap().as_json(), "\"s1\"");
+        // The client's late answer goes nowhere.
+        let late = Message::response(&RawId::parse(&got["id"].to_string()).unwrap(), &json!({}));
+        a.hub.client_message(a.id, late).await.unwrap();
+        assert!(r.upstream_msgs().await.is_empty());
+    }
+}
+
 #[tokio::test]
 async fn unroutable_server_request_is_refused_with_a_reason() {
     let mut r = rig().await;

@@ -376,6 +376,11 @@ impl Hub {
                 // A list being assembled is not answered either (its parts, still on
                 // their way, fill the catalog as usual).
                 self.lists.cancel(client, &req);
+                // Nor is a subscribe waiting for the upstream, and its client will not
+                // hold the key for it.
+                self.holders
+                    .registry
+                    .cancel_waiter(client, |(c, i)| *c == client && *i == req);
                 self.trace_cancelled(client, &req);
                 if let Some(pid) = self.pending.find_client_request(client, &req) {
                     if let Some(entry) = self.pending.complete(pid) {

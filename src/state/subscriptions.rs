@@ -78,8 +78,9 @@ enum KeyState<W> {
     Pending {
         /// Every subscribe request waiting for the answer, in arrival order. Each gets
         /// exactly one reply (unless its client leaves first). May be empty when all
-        /// waiters left while the call was in flight.
-        waiters: Vec<(ClientId, W)>,
+        /// waiters left while the call was in flight. The flag says whether the client
+        /// wanted the key just before this subscribe (what a cancel of it restores).
+        waiters: Vec<(ClientId, W, bool)>,
         /// Clients that will hold the key if the answer is `Ok`: waiters whose last
         /// request for this key was a subscribe (an unsubscribe removes them here but
         /// keeps their waiter entry, so their subscribe is still answered).
@@ -157,15 +158,15 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
                 self.by_key.insert(
                     key.clone(),
                     KeyState::Pending {
-                        waiters: vec![(client, waiter)],
+                        waiters: vec![(client, waiter, false)],
                         wanted: BTreeSet::from([client]),
                     },
                 );
                 fx.push(SubEffect::UpstreamSubscribe(key.clone()));
             }
             Some(KeyState::Pending { waiters, wanted }) => {
-                waiters.push((client, waiter));
-                wanted.insert(client);
+                let was_wanted = !wanted.insert(client);
+                waiters.push((client, waiter, was_wanted));
             }
             Some(KeyState::Active { holders, .. }) => {
                 holders.insert(client);
@@ -215,6 +216,49 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         fx
     }
 
+    /// A client cancelled a subscribe still waiting for the upstream's answer (`is_it`
+    /// picks its waiter): that waiter gets no reply, and whether the client will hold
+    /// the key is as if that subscribe had never come (its other requests for the key
+    /// still count). Nothing is sent upstream here; if nobody wants the key when the
+    /// answer comes, it is released then. A subscribe already answered is not undone
+    /// (the client unsubscribes).
+    pub fn cancel_waiter(&mut self, client: ClientId, is_it: impl Fn(&W) -> bool) {
+        let Some(keys) = self.by_client.get(&client) else {
+            return;
+        };
+        let mut gone = None;
+        for key in keys {
+            let Some(KeyState::Pending { waiters, wanted }) = self.by_key.get_mut(key) else {
+                continue;
+            };
+            let Some(at) = waiters
+                .iter()
+                .position(|(c, w, _)| *c == client && is_it(w))
+            else {
+                continue;
+            };
+            let (_, _, was_wanted) = waiters.remove(at);
+            match waiters[at..].iter_mut().find(|(c, ..)| *c == client) {
+                // A later subscribe found the key wanted only if this one made it so
+                // (no unsubscribe between them).
+                Some((_, _, later_was_wanted)) => *later_was_wanted &= was_wanted,
+                // The latest subscribe: unless an unsubscribe followed it, the client
+                // wants the key as it did before it.
+                None if wanted.contains(&client) && !was_wanted => {
+                    wanted.remove(&client);
+                }
+                None => {}
+            }
+            if !waiters.iter().any(|(c, ..)| *c == client) {
+                gone = Some(key.clone());
+            }
+            break;
+        }
+        if let Some(key) = gone {
+            self.unlink(client, &key);
+        }
+    }
+
     /// The upstream answered the subscribe sent for `key` (Ok or error payload E).
     ///
     /// On a `Pending` key every waiter gets the answer. On an `Active` key this is the
@@ -244,12 +288,12 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             unreachable!("checked Pending above");
         };
         let mut fx = Vec::with_capacity(waiters.len() + 1);
-        for (client, _) in &waiters {
+        for (client, ..) in &waiters {
             if result.is_err() || !wanted.contains(client) {
                 self.unlink(*client, key);
             }
         }
-        for (_, waiter) in waiters {
+        for (_, waiter, _) in waiters {
             fx.push(SubEffect::Reply {
                 waiter,
                 result: result.clone(),
@@ -287,7 +331,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         for key in keys {
             match self.by_key.get_mut(&key) {
                 Some(KeyState::Pending { waiters, wanted }) => {
-                    waiters.retain(|(c, _)| *c != client);
+                    waiters.retain(|(c, ..)| *c != client);
                     wanted.remove(&client);
                 }
                 Some(KeyState::Active { holders, .. }) => {
@@ -435,7 +479,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         for (key, state) in &self.by_key {
             let clients: BTreeSet<ClientId> = match state {
                 KeyState::Pending { waiters, wanted } => {
-                    let waiting: BTreeSet<ClientId> = waiters.iter().map(|(c, _)| *c).collect();
+                    let waiting: BTreeSet<ClientId> = waiters.iter().map(|(c, ..)| *c).collect();
                     assert!(
                         wanted.is_subset(&waiting),
                         "{key:?}: wanted {wanted:?} not a subset of waiters {waiting:?}"
@@ -466,7 +510,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             assert!(!keys.is_empty(), "empty by_client entry for {c}");
             for key in keys {
                 let listed = match self.by_key.get(key) {
-                    Some(KeyState::Pending { waiters, .. }) => waiters.iter().any(|(w, _)| w == c),
+                    Some(KeyState::Pending { waiters, .. }) => waiters.iter().any(|(w, ..)| w == c),
                     Some(KeyState::Active { holders, .. }) => holders.contains(c),
                     Some(KeyState::Lingering { .. }) | None => false,
                 };

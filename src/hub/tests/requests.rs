@@ -290,6 +290,38 @@ async fn a_cancelled_list_is_not_answered() {
     assert!(answers.is_empty(), "{answers:?}");
 }
 
+/// A subscribe its client cancels while the upstream's answer is on its way is not
+/// answered, and does not make the client a holder: with nobody else wanting the URI,
+/// the upstream's yes is undone.
+#[tokio::test]
+async fn a_cancelled_subscribe_holds_nothing() {
+    let mut r = rig_with(settings(), json!({"resources": {"subscribe": true}})).await;
+    let mut c = r.client(json!({})).await;
+    let id = c
+        .send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["resources/subscribe"]);
+    let cancel = Message::notification(
+        "notifications/cancelled",
+        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
+    );
+    c.hub.client_message(c.id, cancel).await.unwrap();
+    r.sync().await;
+    r.answer(&up[0], json!({})).await;
+    assert_eq!(
+        methods_of(&r.upstream_msgs().await),
+        ["resources/unsubscribe"]
+    );
+    assert!(
+        c.pending().is_empty(),
+        "the cancelled subscribe was answered"
+    );
+    let stats = r.hub.stats().await.unwrap();
+    assert_eq!(stats.client_subscriptions, 0);
+    assert_eq!(stats.subscription_keys, 0);
+}
+
 #[tokio::test]
 async fn per_client_limits_on_pending_requests_and_subscriptions() {
     let s = HubSettings {

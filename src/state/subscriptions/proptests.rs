@@ -32,6 +32,8 @@ enum Op {
     /// Unsubscribe the n-th (client, key) pair the registry holds or waits on.
     UnsubscribeExisting(usize),
     Disconnect(u64),
+    /// The client of the n-th outstanding subscribe cancels it.
+    CancelOutstanding(usize),
     /// Answer the oldest in-flight upstream subscribe, ok or error.
     AnswerOldest(bool),
     /// Advance the clock by this many ms and fire every due linger timer.
@@ -46,10 +48,10 @@ enum Op {
 }
 
 /// Ops drawn from one flat tuple (cheaper to generate than a union of strategies, which
-/// matters in debug builds); `kind` picks the op with these weights out of 25. Time
+/// matters in debug builds); `kind` picks the op with these weights out of 26. Time
 /// moves in steps shorter than the linger so timers go stale in interesting ways.
 fn op() -> impl Strategy<Value = Op> {
-    (0u8..25, 0..CLIENTS, 0..KEYS, 1u64..40).prop_map(|(kind, c, k, ms)| match kind {
+    (0u8..26, 0..CLIENTS, 0..KEYS, 1u64..40).prop_map(|(kind, c, k, ms)| match kind {
         0..=4 => Op::Subscribe(c, k),
         5..=6 => Op::SubscribeExisting(c, k),
         7..=8 => Op::Unsubscribe(c, k),
@@ -61,6 +63,7 @@ fn op() -> impl Strategy<Value = Op> {
         21 => Op::Crash(k % UPSTREAMS),
         22 => Op::Ready(k % UPSTREAMS),
         23 => Op::FireTimersEarly,
+        24 => Op::CancelOutstanding(c as usize * KEYS + k),
         _ => Op::Quiesce,
     })
 }
@@ -175,6 +178,23 @@ impl Sim {
                 assert!(no_reply(&fx), "reply to a gone client: {fx:?}");
                 self.apply(fx);
                 assert_eq!(self.reg.count_for(c), 0);
+            }
+            Op::CancelOutstanding(n) => {
+                let picked = self
+                    .outstanding
+                    .keys()
+                    .nth(n % self.outstanding.len().max(1));
+                if let Some(req) = picked.copied() {
+                    let (c, key) = self.outstanding.remove(&req).expect("listed");
+                    self.reg.cancel_waiter(c, |w| *w == (c, req));
+                    let waits = self.outstanding.values().any(|p| *p == (c, key.clone()));
+                    if !waits && !self.believed.contains(&(c, key.clone())) {
+                        assert!(
+                            !self.reg.holds(c, &key),
+                            "{c} holds {key:?} after its cancel"
+                        );
+                    }
+                }
             }
             Op::AnswerOldest(ok) => self.answer_oldest(ok),
             Op::Advance(ms) => self.advance(Duration::from_millis(ms)),

@@ -533,3 +533,46 @@ fn moving_an_upstream_keeps_holders_and_subscribes_at_the_new_one_when_ready() {
     let fx = unsub(&mut r, C2, &moved, t0);
     assert_eq!(fx, vec![SubEffect::UpstreamUnsubscribe(moved)]);
 }
+
+#[test]
+fn a_cancelled_waiter_gets_no_reply_and_holds_nothing() {
+    let t0 = Instant::now();
+    let mut r = reg(0);
+    let k = key(U0, "test://a");
+    assert_eq!(
+        sub(&mut r, C1, &k, 1, t0),
+        vec![SubEffect::UpstreamSubscribe(k.clone())]
+    );
+    sub(&mut r, C2, &k, 2, t0);
+    r.cancel_waiter(C1, |w| *w == (C1, 1));
+    r.check_invariants();
+    assert_eq!(r.count_for(C1), 0);
+    assert_eq!(answer(&mut r, &k, Ok(()), t0), vec![ok(C2, 2)]);
+    assert_eq!(holders(&r, &k), vec![C2]);
+}
+
+#[test]
+fn a_client_with_a_second_waiter_still_holds_and_the_last_cancel_releases() {
+    let t0 = Instant::now();
+    let mut r = reg(0);
+    let k = key(U0, "test://a");
+    sub(&mut r, C1, &k, 1, t0);
+    sub(&mut r, C1, &k, 2, t0);
+    // Another waiter's token, or another client's, cancels nothing.
+    r.cancel_waiter(C1, |w| *w == (C1, 9));
+    r.cancel_waiter(C2, |w| *w == (C1, 1));
+    r.cancel_waiter(C1, |w| *w == (C1, 1));
+    r.check_invariants();
+    assert_eq!(answer(&mut r, &k, Ok(()), t0), vec![ok(C1, 2)]);
+    assert_eq!(holders(&r, &k), vec![C1]);
+    // Every waiter cancelled: the upstream's yes is undone at once.
+    let k2 = key(U0, "test://b");
+    sub(&mut r, C3, &k2, 3, t0);
+    r.cancel_waiter(C3, |w| *w == (C3, 3));
+    r.check_invariants();
+    assert_eq!(
+        answer(&mut r, &k2, Ok(()), t0),
+        vec![SubEffect::UpstreamUnsubscribe(k2.clone())]
+    );
+    assert!(!r.is_active(&k2));
+}

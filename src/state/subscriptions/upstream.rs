@@ -54,7 +54,7 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
             let state = self.by_key.remove(&key).expect("listed above");
             match state {
                 KeyState::Pending { waiters, .. } => {
-                    for (_, waiter) in waiters {
+                    for (_, waiter, _) in waiters {
                         fx.push(SubEffect::Reply {
                             waiter,
                             result: Err(error.clone()),

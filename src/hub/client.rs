@@ -330,12 +330,8 @@ impl Hub {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        if self.in_flight_of(client) >= self.settings.max_pending_per_client {
-            let why = format!(
-                "too many requests in flight for this client (limits.max_pending_per_client = {})",
-                self.settings.max_pending_per_client
-            );
-            return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
+        if self.refused_at_limit(client, &id) {
+            return;
         }
         let progress = methods::progress_token(msg.params());
         let origin = Origin::Client {
@@ -370,9 +366,7 @@ impl Hub {
                 let Some(req) = RawId::parse(raw.get()) else {
                     return;
                 };
-                self.reads
-                    .cache
-                    .forget_waiter(|(c, i)| *c == client && *i == req);
+                self.reads.cache.forget_waiter(client, Some(&req));
                 // A list being assembled is not answered either (its parts, still on
                 // their way, fill the catalog as usual).
                 self.lists.cancel(client, &req);

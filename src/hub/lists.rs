@@ -136,7 +136,8 @@ impl Assemblies {
 
 impl Hub {
     /// `client`'s requests in flight, for `limits.max_pending_per_client`: those
-    /// forwarded, and its lists being assembled (each a request to every server).
+    /// forwarded, its lists being assembled (each a request to every server), and its
+    /// shared reads waiting for an answer.
     pub(super) fn in_flight_of(&self, client: ClientId) -> usize {
         let lists = if self.lists.open.is_empty() {
             0
@@ -147,16 +148,26 @@ impl Hub {
                 .filter(|a| a.client == client)
                 .count()
         };
-        self.pending.client_count(client) + lists
+        self.pending.client_count(client) + lists + self.reads.cache.waiting_of(client)
+    }
+
+    /// Refuses `client`'s request `id` (-32005) when it already has
+    /// `limits.max_pending_per_client` requests in flight.
+    pub(super) fn refused_at_limit(&mut self, client: ClientId, id: &RawId) -> bool {
+        if self.in_flight_of(client) < self.settings.max_pending_per_client {
+            return false;
+        }
+        let why = format!(
+            "too many requests in flight for this client (limits.max_pending_per_client = {})",
+            self.settings.max_pending_per_client
+        );
+        self.reply_error(client, id, code::LIMIT_EXCEEDED, &why);
+        true
     }
 
     pub(super) fn on_list(&mut self, client: ClientId, id: RawId, msg: &Message, kind: ListKind) {
-        if self.in_flight_of(client) >= self.settings.max_pending_per_client {
-            let why = format!(
-                "too many requests in flight for this client (limits.max_pending_per_client = {})",
-                self.settings.max_pending_per_client
-            );
-            return self.reply_error(client, &id, code::LIMIT_EXCEEDED, &why);
+        if self.refused_at_limit(client, &id) {
+            return;
         }
         let cursor = msg
             .params()

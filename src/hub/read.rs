@@ -176,6 +176,9 @@ impl Hub {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
+        if self.refused_at_limit(client, &id) {
+            return;
+        }
         match self.reads.start(&key, client, &id, Instant::now()) {
             ReadStart::Answer(bytes) => {
                 self.trace_read(client, &id, &key, "hit");

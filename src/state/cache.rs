@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 use lru::LruCache;
 
 use crate::protocol::RawId;
-use crate::state::ids::{ClientId, SubKey, UpstreamId};
+use crate::state::ids::{ClientId, IdMap, SubKey, UpstreamId};
 
 /// A cached `result` object as compact JSON text, shared by every response built
 /// from it.
@@ -95,6 +95,10 @@ pub struct ReadCache {
     bytes: usize,
     generations: HashMap<SubKey, u64>,
     inflight: HashMap<SubKey, Vec<ReadWaiter>>,
+    /// How many of the waiters in `inflight` are each client's: its share of the
+    /// reads in flight, known without a scan (and a client with none costs nothing
+    /// to forget).
+    waiting: IdMap<ClientId, usize>,
     pub counters: CacheCounters,
 }
 
@@ -110,6 +114,7 @@ impl ReadCache {
             bytes: 0,
             generations: HashMap::new(),
             inflight: HashMap::new(),
+            waiting: IdMap::default(),
             counters: CacheCounters::default(),
         }
     }
@@ -141,6 +146,7 @@ impl ReadCache {
                 };
             }
         }
+        *self.waiting.entry(waiter.0).or_default() += 1;
         if let Some(waiters) = self.inflight.get_mut(key) {
             waiters.push(waiter);
             self.counters.joined += 1;
@@ -183,6 +189,9 @@ impl ReadCache {
         now: Instant,
     ) -> Vec<ReadWaiter> {
         let waiters = self.inflight.remove(key).unwrap_or_default();
+        for (client, _) in &waiters {
+            self.unwait(*client, 1);
+        }
         if let Some(result) = result {
             if generation != self.generation(key) {
                 self.counters.stale_fills += 1;
@@ -200,10 +209,32 @@ impl ReadCache {
         waiters
     }
 
-    /// Removes a waiter (its client left or cancelled). The read itself goes on.
-    pub fn forget_waiter(&mut self, pred: impl Fn(&ReadWaiter) -> bool) {
+    /// Removes `client`'s waiter of request `id`, or all of its waiters (`None`: it
+    /// left). The reads themselves go on.
+    pub fn forget_waiter(&mut self, client: ClientId, id: Option<&RawId>) {
+        if !self.waiting.contains_key(&client) {
+            return;
+        }
+        let mut gone = 0;
         for w in self.inflight.values_mut() {
-            w.retain(|x| !pred(x));
+            let before = w.len();
+            w.retain(|(c, i)| !(*c == client && id.is_none_or(|id| id == i)));
+            gone += before - w.len();
+        }
+        self.unwait(client, gone);
+    }
+
+    /// How many reads in flight `client` waits on.
+    pub fn waiting_of(&self, client: ClientId) -> usize {
+        self.waiting.get(&client).copied().unwrap_or(0)
+    }
+
+    fn unwait(&mut self, client: ClientId, n: usize) {
+        if let Some(count) = self.waiting.get_mut(&client) {
+            *count = count.saturating_sub(n);
+            if *count == 0 {
+                self.waiting.remove(&client);
+            }
         }
     }
 
@@ -483,5 +514,34 @@ mod tests {
         assert_eq!(c.read(&k, w(2)), ReadPlan::Joined);
         assert_eq!(c.complete(&k, g, Some(res("x")), true).len(), 2);
         assert!(matches!(c.read(&k, w(3)), ReadPlan::Fetch { .. }));
+    }
+
+    #[test]
+    fn each_clients_waits_are_counted_until_answered_or_forgotten() {
+        let mut c = ReadCache::new(8, 1 << 20);
+        let (a, b) = (key("test://a"), key("test://b"));
+        let _ = c.read(&a, w(1));
+        let _ = c.read(&a, w(2));
+        let _ = c.read(&b, w(1));
+        let _ = c.read(&b, (ClientId(1), RawId::from_u64(9)));
+        assert_eq!(
+            (c.waiting_of(ClientId(1)), c.waiting_of(ClientId(2))),
+            (3, 1)
+        );
+        c.forget_waiter(ClientId(1), Some(&RawId::from_u64(9)));
+        assert_eq!(c.waiting_of(ClientId(1)), 2);
+        let Some(ReadPlan::Fetch { generation }) = Some(c.read(&key("test://c"), w(3))) else {
+            panic!("a fresh key is fetched");
+        };
+        assert_eq!(c.complete(&a, 0, None, false), vec![w(1), w(2)]);
+        assert_eq!(
+            (c.waiting_of(ClientId(1)), c.waiting_of(ClientId(2))),
+            (1, 0)
+        );
+        c.forget_waiter(ClientId(1), None);
+        assert_eq!(c.waiting_of(ClientId(1)), 0);
+        assert_eq!(c.complete(&b, 0, None, false), vec![]);
+        c.complete(&key("test://c"), generation, None, false);
+        assert!(c.waiting.is_empty());
     }
 }

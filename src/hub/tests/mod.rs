@@ -231,6 +231,9 @@ impl Client {
         loop {
             let mut out = vec![];
             self.outbox.drain(&mut out).unwrap();
+            // Markers that carry no bytes (a cancelled request's release) are not
+            // messages.
+            out.retain(|o| !o.bytes.is_empty());
             if let Some(first) = out.first() {
                 assert_eq!(out.len(), 1, "expected one message, got {out:?}");
                 return serde_json::from_slice(&first.bytes).unwrap();

@@ -368,3 +368,42 @@ async fn per_client_limits_on_pending_requests_and_subscriptions() {
         json!({})
     );
 }
+
+/// Shared reads waiting for the upstream count toward `max_pending_per_client` until
+/// they are answered or cancelled, as forwarded requests do.
+#[tokio::test]
+async fn shared_reads_in_flight_count_toward_the_clients_limit() {
+    let s = HubSettings {
+        max_pending_per_client: 2,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}})).await;
+    let mut c = r.client(json!({})).await;
+    for uri in ["test://a", "test://b", "test://c"] {
+        c.send("resources/subscribe", json!({"uri": uri})).await;
+        let sub = r.upstream_msgs().await;
+        r.answer(&sub[0], json!({})).await;
+        assert_eq!(c.next().await["result"], json!({}));
+    }
+    let first = c.send("resources/read", json!({"uri": "test://a"})).await;
+    c.send("resources/read", json!({"uri": "test://b"})).await;
+    let reads = r.upstream_msgs().await;
+    assert_eq!(methods_of(&reads), ["resources/read", "resources/read"]);
+    let v = c.call("resources/read", json!({"uri": "test://c"})).await;
+    assert_eq!(v["error"]["code"], -32005, "{v}");
+    assert!(r.upstream_msgs().await.is_empty());
+    // A cancelled read frees its place; an answered one too.
+    let cancel = Message::notification(
+        "notifications/cancelled",
+        Some(&json!({"requestId": serde_json::from_str::<Value>(first.as_json()).unwrap()})),
+    );
+    c.hub.client_message(c.id, cancel).await.unwrap();
+    c.send("resources/read", json!({"uri": "test://c"})).await;
+    assert_eq!(methods_of(&r.upstream_msgs().await), ["resources/read"]);
+    r.answer(&reads[1], json!({"contents": []})).await;
+    assert_eq!(c.next().await["result"], json!({"contents": []}));
+    // The cancelled read went on; its answer, cached, serves the next read of it.
+    r.answer(&reads[0], json!({"contents": ["a"]})).await;
+    let v = c.call("resources/read", json!({"uri": "test://a"})).await;
+    assert_eq!(v["result"], json!({"contents": ["a"]}), "{v}");
+}

@@ -44,6 +44,8 @@ use std::time::{Duration, Instant};
 use super::ids::{ClientId, IdMap, SubKey, SubKeyView, UpstreamId};
 
 mod holder_set;
+#[cfg(test)]
+mod invariants;
 mod upstream;
 
 use holder_set::HolderSet;
@@ -466,65 +468,6 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
     /// (client, key) pairs held or waited on: the sum of `count_for` over all clients.
     pub fn client_pairs(&self) -> usize {
         self.by_client.values().map(BTreeSet::len).sum()
-    }
-
-    /// Checks every invariant listed in the module docs.
-    ///
-    /// # Panics
-    ///
-    /// With a message naming the violated invariant.
-    #[cfg(test)]
-    pub fn check_invariants(&self) {
-        let mut pairs = 0;
-        for (key, state) in &self.by_key {
-            let clients: BTreeSet<ClientId> = match state {
-                KeyState::Pending { waiters, wanted } => {
-                    let waiting: BTreeSet<ClientId> = waiters.iter().map(|(c, ..)| *c).collect();
-                    assert!(
-                        wanted.is_subset(&waiting),
-                        "{key:?}: wanted {wanted:?} not a subset of waiters {waiting:?}"
-                    );
-                    waiting
-                }
-                KeyState::Active { holders, .. } => {
-                    assert!(!holders.is_empty(), "{key:?}: empty Active holder set");
-                    let set: BTreeSet<ClientId> = holders.iter().collect();
-                    assert_eq!(
-                        &*holders.snapshot(),
-                        &*set.iter().copied().collect::<Vec<_>>(),
-                        "{key:?}: the shared holder list differs from the set"
-                    );
-                    set
-                }
-                KeyState::Lingering { .. } => BTreeSet::new(),
-            };
-            for c in &clients {
-                assert!(
-                    self.by_client.get(c).is_some_and(|keys| keys.contains(key)),
-                    "{key:?} lists {c} but by_client does not"
-                );
-            }
-            pairs += clients.len();
-        }
-        for (c, keys) in &self.by_client {
-            assert!(!keys.is_empty(), "empty by_client entry for {c}");
-            for key in keys {
-                let listed = match self.by_key.get(key) {
-                    Some(KeyState::Pending { waiters, .. }) => waiters.iter().any(|(w, ..)| w == c),
-                    Some(KeyState::Active { holders, .. }) => holders.contains(c),
-                    Some(KeyState::Lingering { .. }) | None => false,
-                };
-                assert!(
-                    listed,
-                    "by_client lists {key:?} for {c} but by_key does not"
-                );
-            }
-        }
-        assert_eq!(
-            pairs,
-            self.client_pairs(),
-            "pair counts of the two indexes differ"
-        );
     }
 
     /// The last holder of an `Active` key left: decide what the upstream side needs.

@@ -74,6 +74,10 @@ pub struct UpstreamAuth {
     /// Set while [`Self::login_or_wait`] waits; then [`Self::request_login`] wakes it.
     waiting: std::sync::atomic::AtomicBool,
     asked: tokio::sync::Notify,
+    /// One refresh at a time: a rotating refresh token is good for one use, so two at
+    /// once would spend it twice and the second would be refused.
+    /// A gate (one permit), guarding no state.
+    refresh_gate: tokio::sync::Semaphore,
 }
 
 /// Clears a flag when the scope that set it ends (also when its future is dropped).
@@ -125,6 +129,7 @@ impl UpstreamAuth {
             challenges: watch::Sender::new(0),
             waiting: std::sync::atomic::AtomicBool::new(false),
             asked: tokio::sync::Notify::new(),
+            refresh_gate: tokio::sync::Semaphore::new(1),
         })
     }
 
@@ -195,7 +200,22 @@ impl UpstreamAuth {
         self.refresh().await.is_ok()
     }
 
+    /// [`Self::refresh_now`] in a task of its own, which nothing cancels halfway: a
+    /// refresh the authorization server granted but whose answer was dropped would
+    /// have spent a rotating refresh token for nothing, and the next refresh, with the
+    /// old one, would be refused.
+    pub fn refresh_detached(self: &Arc<Self>) -> tokio::task::JoinHandle<bool> {
+        let me = self.clone();
+        tokio::spawn(async move { me.refresh_now().await })
+    }
+
     async fn refresh(&self) -> Result<(), flow::RefreshError> {
+        let started_with = self.bearer();
+        let _turn = self.refresh_gate.acquire().await.expect("never closed");
+        // A refresh that ran while this one waited for the gate did the work.
+        if started_with.is_some() && self.bearer() != started_with {
+            return Ok(());
+        }
         let Some(mut grant) = self.lock().grant.clone() else {
             return Err(flow::RefreshError::Refused(super::OAuthError::Flow(
                 "no token".into(),

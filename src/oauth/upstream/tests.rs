@@ -270,3 +270,28 @@ async fn a_login_another_process_refreshed_is_taken_from_the_store() {
     assert_eq!(b.prepare().await, Prepared::Ready);
     assert_eq!(b.bearer().as_deref(), Some("new"));
 }
+
+/// Two refreshes at once (the timer's, and one for a 401 that came meanwhile) spend the
+/// refresh token once: the second waits for the first and goes on with its token.
+#[tokio::test]
+async fn concurrent_refreshes_spend_a_rotating_refresh_token_once() {
+    let base = token_server(|n| match n {
+        0 => (
+            200,
+            r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#,
+        ),
+        _ => (400, r#"{"error":"invalid_grant"}"#),
+    })
+    .await;
+    let url = format!("{base}/mcp");
+    let a = auth_at(&url);
+    a.store
+        .save_grant("up", &grant_for(&url, "old", &format!("{base}/token")))
+        .await
+        .unwrap();
+    assert_eq!(a.prepare().await, Prepared::Ready);
+    let (first, second) = tokio::join!(a.refresh_now(), a.refresh_now());
+    assert!(first && second, "both refreshes end with a token");
+    assert_eq!(a.bearer().as_deref(), Some("new"));
+    assert_eq!(a.refresh_in().map(|d| d > Duration::ZERO), Some(true));
+}

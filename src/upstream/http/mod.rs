@@ -389,7 +389,7 @@ impl Sessions<'_> {
     /// refreshed before it expires.
     async fn authorized_session(
         &self,
-        auth: &UpstreamAuth,
+        auth: &Arc<UpstreamAuth>,
         rx: &mut mpsc::Receiver<UpstreamCmd>,
     ) -> SessionEnd {
         let up = self.up;
@@ -426,9 +426,8 @@ impl Sessions<'_> {
         tokio::pin!(run);
         // A refresh runs beside the session, which keeps serving (a slow authorization
         // server must not hold its requests up); the next is planned once it is done.
-        let mut refreshing: Option<
-            std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + '_>>,
-        > = None;
+        // It is a task of its own: a session that ends meanwhile does not cut it off.
+        let mut refreshing: Option<tokio::task::JoinHandle<bool>> = None;
         loop {
             let refresh = refreshing
                 .is_none()
@@ -444,7 +443,7 @@ impl Sessions<'_> {
                     };
                 }
                 _ = tokio::time::sleep(refresh.unwrap_or_default()), if refresh.is_some() => {
-                    refreshing = Some(Box::pin(auth.refresh_now()));
+                    refreshing = Some(auth.refresh_detached());
                 }
                 _ = async { refreshing.as_mut().expect("guarded").await }, if refreshing.is_some() => {
                     refreshing = None;

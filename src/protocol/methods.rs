@@ -104,6 +104,26 @@ pub fn progress_token_of_notification(params: Option<&RawValue>) -> Option<u64> 
     p.token.as_u64()
 }
 
+/// Requests a server may receive twice with no effect beyond the first one's: what
+/// mcpmux sends again when the connection broke under it before any answer began (a
+/// server's keep-alive timer closing the connection the request was on its way over).
+pub fn safe_to_repeat(method: &str) -> bool {
+    matches!(
+        method,
+        PING | SERVER_DISCOVER
+            | RESOURCES_READ
+            | SUBSCRIBE
+            | UNSUBSCRIBE
+            | LOGGING_SET_LEVEL
+            | "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "completion/complete"
+    )
+}
+
 /// True for the list-changed notifications that every client session receives.
 pub fn is_list_changed(method: &str) -> bool {
     matches!(

@@ -128,6 +128,9 @@ pub(crate) struct Request {
     pub uri: Uri,
     pub headers: HeaderMap,
     pub body: Bytes,
+    /// Sent once more when the connection breaks before any answer began
+    /// ([`broke_midway`]): only for a request a server may get twice.
+    pub repeatable: bool,
 }
 
 impl Request {
@@ -137,6 +140,7 @@ impl Request {
             uri,
             headers,
             body: Bytes::new(),
+            repeatable: false,
         }
     }
 
@@ -150,6 +154,13 @@ impl Request {
     #[must_use]
     pub fn body(mut self, body: Bytes) -> Self {
         self.body = body;
+        self
+    }
+
+    /// Marks it safe to send twice (`methods::safe_to_repeat`).
+    #[must_use]
+    pub fn repeatable(mut self, yes: bool) -> Self {
+        self.repeatable = yes;
         self
     }
 
@@ -196,10 +207,24 @@ impl SendError {
 
 async fn send_direct(client: &Direct, mut req: Request) -> Result<Response, SendError> {
     for _ in 0..=MAX_REDIRECTS {
-        let resp = client
-            .request(req.build())
-            .await
-            .map_err(|e| SendError::new(&req.uri, "error sending request", Some(e.into())))?;
+        let resp = match client.request(req.build()).await {
+            Ok(resp) => resp,
+            Err(e) if req.repeatable && broke_midway(&e) => {
+                // Most often a pooled connection the server closed (its keep-alive
+                // timer) as the request went out: once more, on another connection.
+                tracing::debug!(uri = %req.uri, error = %e, "connection broke before the answer; sending again");
+                client.request(req.build()).await.map_err(|e| {
+                    SendError::new(&req.uri, "error sending request", Some(e.into()))
+                })?
+            }
+            Err(e) => {
+                return Err(SendError::new(
+                    &req.uri,
+                    "error sending request",
+                    Some(e.into()),
+                ))
+            }
+        };
         let Some(next) = redirect(&req, resp.status(), resp.headers()) else {
             return Ok(resp.map(|b| b.map_err(BoxError::from).boxed_unsync()));
         };
@@ -207,6 +232,30 @@ async fn send_direct(client: &Direct, mut req: Request) -> Result<Response, Send
         req = next;
     }
     Err(SendError::new(&req.uri, "too many redirects", None))
+}
+
+/// Whether a request failed because an established connection broke (reset, or closed
+/// before the answer's head) rather than because the server could not be reached.
+fn broke_midway(e: &hyper_util::client::legacy::Error) -> bool {
+    use std::io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset};
+    if e.is_connect() {
+        return false;
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(h) = s.downcast_ref::<hyper::Error>() {
+            if h.is_incomplete_message() || h.is_canceled() {
+                return true;
+            }
+        }
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            if matches!(io.kind(), ConnectionReset | ConnectionAborted | BrokenPipe) {
+                return true;
+            }
+        }
+        source = s.source();
+    }
+    false
 }
 
 async fn send_proxied(client: &reqwest::Client, req: Request) -> Result<Response, SendError> {
@@ -334,5 +383,92 @@ mod tests {
         assert!(redirect(&req, StatusCode::OK, &located("/x")).is_none());
         assert!(redirect(&req, StatusCode::TEMPORARY_REDIRECT, &HeaderMap::new()).is_none());
         assert!(redirect(&req, StatusCode::TEMPORARY_REDIRECT, &located("ftp://x/")).is_none());
+    }
+
+    /// A loopback server whose connections number `breaks` and up are answered 200,
+    /// and whose first `breaks` are reset after reading a few bytes; its URL and the
+    /// count of connections it accepted.
+    async fn breaking_server(
+        breaks: usize,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::Ordering::SeqCst;
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+        let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                let n = count.fetch_add(1, SeqCst);
+                tokio::spawn(async move {
+                    let mut seen = Vec::new();
+                    let mut buf = [0u8; 8];
+                    if n < breaks {
+                        // Unread bytes left behind: closing resets the connection.
+                        let _ = s.read(&mut buf).await;
+                        return;
+                    }
+                    while !seen.ends_with(b"\r\n\r\n{}") {
+                        match s.read(&mut buf).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(k) => seen.extend_from_slice(&buf[..k]),
+                        }
+                    }
+                    let answer =
+                        "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\n{}";
+                    let _ = s.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    #[tokio::test]
+    async fn only_a_repeatable_request_is_sent_again_when_its_connection_breaks() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let timeout = Duration::from_secs(10);
+        let (url, accepted) = breaking_server(1).await;
+        let client = HttpClient::new(&url.parse().unwrap(), timeout, timeout).unwrap();
+        let resp = client.send(post(&url).repeatable(true)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(accepted.load(SeqCst), 2, "sent again on a new connection");
+
+        let (url, accepted) = breaking_server(1).await;
+        let client = HttpClient::new(&url.parse().unwrap(), timeout, timeout).unwrap();
+        let e = client.send(post(&url)).await.unwrap_err();
+        assert!(e.to_string().contains("error sending request"), "{e}");
+        assert_eq!(
+            accepted.load(SeqCst),
+            1,
+            "a request that may not be repeated is not"
+        );
+
+        // Twice broken: the second failure is the answer.
+        let (url, accepted) = breaking_server(2).await;
+        let client = HttpClient::new(&url.parse().unwrap(), timeout, timeout).unwrap();
+        assert!(client.send(post(&url).repeatable(true)).await.is_err());
+        assert_eq!(accepted.load(SeqCst), 2);
+    }
+
+    #[test]
+    fn only_requests_without_effects_are_safe_to_repeat() {
+        use crate::protocol::methods::safe_to_repeat;
+        for m in [
+            "tools/list",
+            "resources/read",
+            "server/discover",
+            "ping",
+            "prompts/get",
+        ] {
+            assert!(safe_to_repeat(m), "{m}");
+        }
+        for m in [
+            "tools/call",
+            "initialize",
+            "sampling/createMessage",
+            "subscriptions/listen",
+        ] {
+            assert!(!safe_to_repeat(m), "{m}");
+        }
     }
 }

@@ -99,8 +99,8 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an idle pooled connection to the server is kept for the next request.
 /// Below Node.js's default `keepAliveTimeout` (5 s), the most common server stack: a
 /// connection the server closes while our request is on its way fails that request
-/// ("connection closed before message completed"), and a request already written
-/// cannot be retried safely.
+/// ("connection closed before message completed"); only one a server may get twice is
+/// sent again (`client::Request::repeatable`).
 pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(3);
 
 pub(crate) struct HttpUpstream {

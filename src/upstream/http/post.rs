@@ -122,7 +122,10 @@ impl Post {
             request_id, method, ..
         } = head;
         let name = &self.ctx.endpoint.name;
-        let resp = match wire::send(&self.ctx.endpoint, self.ctx.post(bytes)).await {
+        let repeatable =
+            request_id.is_some() && method.as_deref().is_some_and(methods::safe_to_repeat);
+        let req = self.ctx.post(bytes).repeatable(repeatable);
+        let resp = match wire::send(&self.ctx.endpoint, req).await {
             Ok(r) => r,
             Err(e) => {
                 let what = format!("HTTP request failed: {}", error_chain(&e));

@@ -118,6 +118,7 @@ fn post(
 ) -> super::client::Request {
     let mut rb = ctx.post(msg.to_bytes());
     if let Some(m) = msg.method() {
+        rb = rb.repeatable(msg.kind() == Kind::Request && methods::safe_to_repeat(m));
         if let Ok(v) = HeaderValue::from_str(m) {
             rb = rb.header(HEADER_METHOD, v);
         }

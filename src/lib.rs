@@ -21,6 +21,7 @@
 //! - [`telemetry`]: OpenTelemetry over OTLP/HTTP (spans, two histograms), W3C trace
 //!   context in `_meta`; off unless configured.
 //! - [`fdlimit`]: the open-file limit, raised at startup; the connections' share of it.
+//! - [`signals`]: SIGINT/SIGTERM (stop; a second one exits at once) and SIGHUP.
 //! - [`oauth`]: mcpmux as the OAuth client of HTTP upstreams that ask for it
 //!   (discovery, registration, PKCE login, refresh, the token store).
 //! - [`import`]: `mcpmux import`, host JSON configs (Claude Desktop, Cursor, VS Code,
@@ -50,6 +51,7 @@ pub mod oauth;
 pub mod observe;
 pub mod protocol;
 pub mod run;
+pub mod signals;
 pub mod state;
 pub mod telemetry;
 pub mod upstream;

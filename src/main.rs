@@ -235,6 +235,16 @@ fn init_tracing(format: LogFormat, otel: Option<mcpmux::telemetry::OtelLayer>) {
         .init();
 }
 
+/// The bearer tokens `serve` needs: `[listen]`'s and every profile's, each variable
+/// set. What `check` and a reload refuse, so `serve` never fails on it after starting.
+fn check_tokens(cfg: &Config) -> anyhow::Result<()> {
+    cfg.listen.auth_token()?;
+    for p in cfg.profiles.values() {
+        p.auth_token_with(|v| std::env::var(v).ok())?;
+    }
+    Ok(())
+}
+
 fn load(path: Option<PathBuf>) -> anyhow::Result<Config> {
     let path = config::resolve_path(path);
     config::load(&path).map_err(anyhow::Error::new)
@@ -244,7 +254,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
     match cmd {
         Cmd::Check { config, probe } => {
             let cfg = load(config)?;
-            cfg.listen.auth_token()?;
+            check_tokens(&cfg)?;
             if !probe {
                 print!("{}", cfg.to_toml_redacted());
                 return Ok(());
@@ -304,14 +314,23 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
 /// The daemon's URL and bearer token for `status` and `reload`. The URL: `--url`, else
 /// the config's `[listen].http`, else the default address. The token: the variable
 /// `--token-env` names (an error when unset), else `$MCPMUX_TOKEN`, else the config's
-/// `auth_token_env`. The config is optional here.
+/// `auth_token_env`. The config is optional here: without `--config` or
+/// `$MCPMUX_CONFIG`, a missing default file is no error; one named, or one that exists,
+/// must load.
 fn daemon_address(args: DaemonArgs) -> anyhow::Result<(String, Option<String>)> {
     let DaemonArgs {
         url,
         config,
         token_env,
     } = args;
-    let cfg = config::load(&config::resolve_path(config)).ok();
+    let named =
+        config.is_some() || std::env::var_os(config::CONFIG_ENV).is_some_and(|v| !v.is_empty());
+    let path = config::resolve_path(config);
+    let cfg = if named || path.exists() {
+        Some(config::load(&path)?)
+    } else {
+        None
+    };
     let url = url.unwrap_or_else(|| {
         let addr = cfg.as_ref().map_or_else(
             || config::ListenConfig::DEFAULT_HTTP.to_owned(),
@@ -338,7 +357,12 @@ async fn reload(daemon: DaemonArgs) -> anyhow::Result<()> {
     let (url, token) = daemon_address(daemon)?;
     let mut u = reqwest::Url::parse(&url).with_context(|| format!("bad URL `{url}`"))?;
     u.set_path("/reload");
-    let mut req = reqwest::Client::new().post(u.clone());
+    // A reload may start and stop servers; a daemon that never answers is not waited
+    // on for ever.
+    let client = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()?;
+    let mut req = client.post(u.clone());
     let token_sent = token.is_some();
     if let Some(t) = token {
         req = req.bearer_auth(t);
@@ -385,6 +409,7 @@ async fn status(daemon: DaemonArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
+    check_tokens(&cfg)?;
     let token = cfg.listen.auth_token()?;
     // Every connection and upstream pipe is a descriptor; the connection bound is
     // derived from this limit (see mcpmux::fdlimit).
@@ -418,15 +443,14 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         shutdown.clone(),
     ));
     let mut core = core;
+    let mut stops = mcpmux::signals::StopSignals::new();
+    let mut hangups = mcpmux::signals::hangups();
     // The one line scripts wait for (docs/architecture.md, "Commands and configuration");
     // logs go to stderr.
     println!("mcpmux listening on http://{addr}{}", cfg.listen.path);
-    let mut hangups = hangups();
-    let stop = shutdown_signal();
-    tokio::pin!(stop);
     loop {
         tokio::select! {
-            _ = &mut stop => break,
+            () = stops.recv() => break,
             Some(()) = hangups.recv() => {
                 tracing::info!(config = %path.display(), "SIGHUP: reloading the configuration");
                 let _ = reload_from(&mut core, &path, &profiles).await;
@@ -438,6 +462,9 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
         }
     }
     tracing::info!("shutting down");
+    stops.second_one_exits();
+    // Reloads asked from now on are refused (503), not left waiting.
+    drop(reload_rx);
     // Requests in flight get limits.drain_ms to be answered; new ones are refused.
     let drain = std::time::Duration::from_millis(cfg.limits.drain_ms);
     let _ = core.hub.drain(drain).await;
@@ -463,13 +490,7 @@ async fn reload_from(
         e
     };
     let cfg = config::load(path).map_err(|e| refused(format!("{e:#}")))?;
-    cfg.listen
-        .auth_token()
-        .map_err(|e| refused(format!("{e:#}")))?;
-    for p in cfg.profiles.values() {
-        p.auth_token_with(|v| std::env::var(v).ok())
-            .map_err(|e| refused(format!("{e:#}")))?;
-    }
+    check_tokens(&cfg).map_err(|e| refused(format!("{e:#}")))?;
     if let Some(why) = core.refuses(&cfg) {
         return Err(refused(why));
     }
@@ -480,30 +501,6 @@ async fn reload_from(
         Err(e) => tracing::error!(error = %e, "profile endpoints not updated"),
     }
     Ok(changes)
-}
-
-/// SIGHUP, where it exists; elsewhere `mcpmux reload` (`POST /reload`) is the way.
-fn hangups() -> tokio::sync::mpsc::Receiver<()> {
-    let (tx, rx) = tokio::sync::mpsc::channel(1);
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::hangup()) {
-            Ok(mut s) => {
-                tokio::spawn(async move {
-                    while s.recv().await.is_some() {
-                        if tx.send(()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot listen for SIGHUP; use mcpmux reload"),
-        }
-    }
-    #[cfg(not(unix))]
-    drop(tx);
-    rx
 }
 
 /// How long `mcpmux stdio` keeps writing after the shutdown drain, for answers
@@ -545,9 +542,11 @@ async fn stdio(cfg: Config, profile: Option<String>) -> anyhow::Result<()> {
         r.map_err(|e| anyhow::anyhow!("the stdio client task failed: {e}"))??;
         Ok(())
     };
+    let mut stops = mcpmux::signals::StopSignals::new();
     tokio::select! {
         r = &mut served => ended(r)?,
-        _ = shutdown_signal() => {
+        () = stops.recv() => {
+            stops.second_one_exits();
             // Requests in flight get limits.drain_ms; the client keeps being served
             // (their answers are written) until then.
             let drain = std::time::Duration::from_millis(cfg.limits.drain_ms);
@@ -564,28 +563,4 @@ async fn stdio(cfg: Config, profile: Option<String>) -> anyhow::Result<()> {
     }
     core.stop().await;
     Ok(())
-}
-
-/// Resolves on SIGINT or SIGTERM.
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = ctrl_c.await;
-    }
 }

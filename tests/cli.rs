@@ -70,3 +70,20 @@ fn c_is_short_for_config() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("[servers.a]"));
 }
+
+/// A profile whose token variable is unset is refused by `check`, as `serve` refuses it.
+#[test]
+fn check_fails_on_a_profile_token_variable_that_is_not_set() {
+    let var = "MCPMUX_TEST_PROFILE_TOKEN_NEVER_SET";
+    let cfg = temp_config(&format!(
+        "[servers.a]\ncommand = \"true\"\n\n[profiles.p]\nservers = [\"a\"]\nauth_token_env = \"{var}\"\n"
+    ));
+    let out = Command::new(mcpmux_bin())
+        .args(["check", "--config", cfg.to_str().unwrap()])
+        .env_remove(var)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(var), "{err}");
+}

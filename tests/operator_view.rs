@@ -218,6 +218,17 @@ async fn mcpmux_status_against_a_daemon_and_against_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("not running"), "{err}");
 
+    // A config named but not there is an error, not a quiet fall-back to the default
+    // address.
+    let out = tokio::process::Command::new(mcpmux_bin())
+        .args(["status", "--config", "/nonexistent/mcpmux.toml"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/mcpmux.toml"), "{err}");
+
     // A daemon whose upstream is down: non-zero, and the table says why.
     let cfg = format!(
         "{LISTEN}[restart]\nmax_failures = 1\n[servers.broken]\ncommand = {:?}\nenv = {{ SCRIPTED_CRASH_ON_START = \"1\" }}\n",

@@ -256,3 +256,98 @@ async fn a_crashed_servers_child_does_not_outlive_it() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// An open status page (its event stream) ends with the shutdown instead of holding it:
+/// the stream is closed cleanly and mcpmux exits 0.
+#[tokio::test]
+async fn an_open_status_page_ends_with_the_shutdown() {
+    let mut d = Daemon::start(&scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n",
+        "",
+        "",
+    ))
+    .await;
+    let mut events = reqwest::Client::new()
+        .get(format!("{}/status/events", d.origin()))
+        .send()
+        .await
+        .unwrap();
+    assert!(events.status().is_success(), "{}", events.status());
+    assert!(events.chunk().await.unwrap().is_some(), "the first event");
+    assert_eq!(d.terminate().await.code(), Some(0));
+    // Ended by mcpmux (the last chunk), not cut by its exit.
+    while let Some(_keepalive) = events.chunk().await.expect("a clean end of the stream") {}
+}
+
+/// A client stalled in the middle of a request body does not hold the exit: its
+/// connection is closed after the grace.
+#[tokio::test]
+async fn a_request_body_that_never_comes_does_not_hold_the_exit() {
+    use tokio::io::AsyncWriteExt;
+    let mut d = Daemon::start(&scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n",
+        "",
+        "",
+    ))
+    .await;
+    let authority = d.origin().trim_start_matches("http://").to_owned();
+    let mut stalled = tokio::net::TcpStream::connect(&authority).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nhost: {authority}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\ncontent-length: 100\r\n\r\n{{"
+    );
+    stalled.write_all(head.as_bytes()).await.unwrap();
+    assert_eq!(d.terminate().await.code(), Some(0));
+}
+
+/// A second SIGTERM while mcpmux stops (here, while a request in flight is given a
+/// long `drain_ms`) ends it at once, with exit code 130.
+#[cfg(unix)]
+#[tokio::test]
+async fn a_second_sigterm_while_stopping_exits_at_once() {
+    let mut d = Daemon::start(&scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n",
+        "[limits]\ndrain_ms = 600000\n",
+        "",
+    ))
+    .await;
+    let c = HttpClient::connect(&d.url, json!({})).await;
+    let mut watcher = HttpClient::connect(&d.url, json!({})).await;
+    let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "hang", "arguments": {}}});
+    let _call = tokio::spawn(async move { c.post(&req).await });
+    tokio::time::timeout(EVENT_TIMEOUT, async {
+        while watcher.tool("stats", json!({})).await["tools"]["hang"] != json!(1) {}
+    })
+    .await
+    .expect("the upstream never saw the call");
+    let pid = d.child.id().expect("running").to_string();
+    let term = || {
+        let ok = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    };
+    term();
+    // The first signal was taken once a new session is refused (the drain).
+    let http = reqwest::Client::new();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "t", "version": "1"}}});
+    tokio::time::timeout(EVENT_TIMEOUT, async {
+        while common::http::post(&http, &d.url, None, &init)
+            .await
+            .status()
+            != reqwest::StatusCode::SERVICE_UNAVAILABLE
+        {}
+    })
+    .await
+    .expect("mcpmux never started draining");
+    term();
+    let status = tokio::time::timeout(EVENT_TIMEOUT, d.child.wait())
+        .await
+        .expect("the second SIGTERM did not end mcpmux")
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{status}");
+}

@@ -20,6 +20,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
 
 pub use snapshot::Snapshot;
 
@@ -257,24 +258,33 @@ pub fn page() -> Response {
 }
 
 /// `GET /status/events`: the status document as an SSE event at once and whenever it
-/// changes; ends when the hub stops.
-pub fn events(snapshots: SnapshotSource) -> Response {
+/// changes; ends when the hub stops or `shutdown` is cancelled (the server's drain
+/// must not wait on an open status page).
+pub fn events(snapshots: SnapshotSource, shutdown: CancellationToken) -> Response {
     struct State {
         snapshots: SnapshotSource,
         last: Option<String>,
         quiet: Duration,
         first: bool,
+        shutdown: CancellationToken,
     }
     let state = State {
         snapshots,
         last: None,
         quiet: Duration::ZERO,
         first: true,
+        shutdown,
     };
     let s = stream::unfold(state, |mut st| async move {
         loop {
+            if st.shutdown.is_cancelled() {
+                return None;
+            }
             if !st.first {
-                tokio::time::sleep(EVENTS_EVERY).await;
+                tokio::select! {
+                    () = tokio::time::sleep(EVENTS_EVERY) => {}
+                    () = st.shutdown.cancelled() => return None,
+                }
             }
             st.first = false;
             let snap = st.snapshots.take().await?;

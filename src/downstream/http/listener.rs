@@ -39,7 +39,8 @@
 //!   shutdown of every connection: an idle one closes at once, one with a request in
 //!   flight finishes its response first (SSE streams end when their sessions end on the
 //!   same token), one still sending its header has until the header timeout. [`serve`]
-//!   returns when every connection is closed.
+//!   returns when every connection is closed, or after [`CLOSE_GRACE`] with those
+//!   still open (a stalled request body) closed with it.
 //! - **Small SSE writes** must not wait for Nagle: `TCP_NODELAY` on every connection.
 
 use std::sync::Arc;
@@ -183,8 +184,20 @@ pub(super) async fn serve(
     }
     drop(listener);
     debug!(open = graceful.count(), "draining connections");
-    graceful.shutdown().await;
+    if tokio::time::timeout(CLOSE_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        // A client stalled in a request body, or a stream that did not end: shutdown
+        // does not wait on it.
+        tracing::warn!(grace = ?CLOSE_GRACE, "connections still open after the grace; closing them");
+    }
 }
+
+/// How long the graceful drain of connections may take once `shutdown` is cancelled.
+/// The hub's drain (`limits.drain_ms`) came first, so the answers are written; what
+/// is left is connections finishing their writes, or not (a stalled request body).
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
 
 /// Errors of one pending connection, not of the listener: skip it and go on.
 fn is_connection_error(e: &std::io::Error) -> bool {

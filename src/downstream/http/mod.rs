@@ -255,7 +255,7 @@ async fn observe_view(State(app): State<Arc<App>>, req: Request) -> Response {
     match req.uri().path() {
         "/metrics" => crate::observe::metrics(&observe.snapshots).await,
         "/status" => crate::observe::status(&observe.snapshots).await,
-        "/status/events" => crate::observe::events(observe.snapshots),
+        "/status/events" => crate::observe::events(observe.snapshots, app.shutdown.clone()),
         "/reload" => crate::observe::reload(observe.reload.as_ref()).await,
         p if p.starts_with("/login/") => {
             let name = percent_decoded(&p["/login/".len()..]);

@@ -407,3 +407,43 @@ async fn shared_reads_in_flight_count_toward_the_clients_limit() {
     let v = c.call("resources/read", json!({"uri": "test://a"})).await;
     assert_eq!(v["result"], json!({"contents": ["a"]}), "{v}");
 }
+
+/// A read that comes after an update is not given the answer of a read sent before
+/// it (that answer may be the old contents): it is read anew.
+#[tokio::test]
+async fn a_read_after_an_update_is_not_answered_with_the_read_before_it() {
+    let mut r = rig_with(settings(), json!({"resources": {"subscribe": true}})).await;
+    let mut a = r.client(json!({})).await;
+    let mut b = r.client(json!({})).await;
+    for c in [&mut a, &mut b] {
+        c.send("resources/subscribe", json!({"uri": "test://a"}))
+            .await;
+    }
+    let sub = r.upstream_msgs().await;
+    r.answer(&sub[0], json!({})).await;
+    a.next().await;
+    b.next().await;
+    a.send("resources/read", json!({"uri": "test://a"})).await;
+    let first = r.upstream_msgs().await;
+    let updated = Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({"uri": "test://a"})),
+    );
+    r.inject(updated).await;
+    r.sync().await;
+    assert_eq!(b.next().await["method"], "notifications/resources/updated");
+    b.send("resources/read", json!({"uri": "test://a"})).await;
+    let second = r.upstream_msgs().await;
+    assert_eq!(methods_of(&second), ["resources/read"], "read anew");
+    r.answer(&first[0], json!({"contents": ["old"]})).await;
+    r.answer(&second[0], json!({"contents": ["new"]})).await;
+    let got_b = b.next().await;
+    assert_eq!(got_b["result"], json!({"contents": ["new"]}), "{got_b}");
+    let got_a: Vec<_> = a.pending();
+    assert!(
+        got_a
+            .iter()
+            .any(|m| m["result"] == json!({"contents": ["old"]})),
+        "{got_a:?}"
+    );
+}

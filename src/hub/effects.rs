@@ -184,9 +184,14 @@ impl Hub {
                 let err = json!({"code": code, "message": message}).to_string();
                 self.finish_read(&key, generation, Err(&err));
             }
-            Origin::ListPart { agg, kind, cursor } => {
+            Origin::ListPart {
+                agg,
+                kind,
+                cursor,
+                epoch,
+            } => {
                 let err = json!({"code": code, "message": message});
-                self.list_part_done(entry.upstream, agg, kind, cursor, Err(err));
+                self.list_part_done(entry.upstream, agg, (kind, epoch), cursor, Err(err));
             }
             Origin::CatalogFetch { .. } => self.catalog_settled(entry.upstream),
             Origin::Held { .. } => self.drop_held_for(pid),

@@ -220,6 +220,7 @@ impl Hub {
                 agg: agg_id,
                 kind,
                 cursor: cursor.clone(),
+                epoch: self.catalog.epoch(u, kind),
             };
             self.send_list_request(u, kind, cursor, origin);
         }
@@ -253,18 +254,19 @@ impl Hub {
         self.dispatch_upstream(u, pid, &m);
     }
 
-    /// An upstream answered (or failed) one part of a list request.
+    /// An upstream answered (or failed) one part of a list request, asked for at
+    /// `epoch` of its list.
     pub(super) fn list_part_done(
         &mut self,
         u: UpstreamId,
         agg: u64,
-        kind: ListKind,
+        (kind, epoch): (ListKind, u64),
         cursor: Option<String>,
         outcome: Result<Value, Value>,
     ) {
         let outcome = outcome.map(|result| {
             let page = page_of(kind, &result);
-            self.record_page(u, kind, cursor.clone(), page.clone());
+            self.record_page(u, (kind, epoch), cursor.clone(), page.clone());
             page
         });
         if let Some(a) = self.lists.open.get_mut(&agg) {
@@ -321,7 +323,21 @@ impl Hub {
         self.reply(agg.client, &agg.id, result);
     }
 
-    fn record_page(&mut self, u: UpstreamId, kind: ListKind, cursor: Option<String>, page: Page) {
+    /// Records a page in the catalog, when it may be (`Catalog::takes`).
+    fn record_page(
+        &mut self,
+        u: UpstreamId,
+        (kind, epoch): (ListKind, u64),
+        cursor: Option<String>,
+        page: Page,
+    ) {
+        if !self
+            .catalog
+            .takes(u, kind, epoch, &cursor, MAX_CATALOG_PAGES as usize)
+        {
+            tracing::debug!(upstream = %self.upstreams[u.0].name, method = kind.method(), "a page of an older list, or under an unknown cursor: not recorded");
+            return;
+        }
         for hidden in self.catalog.record(u, kind, cursor, page) {
             tracing::warn!(upstream = %self.upstreams[u.0].name, name = %hidden, "name already offered by an earlier server; hidden (set servers.NAME.prefix to show both)");
         }
@@ -339,6 +355,7 @@ impl Hub {
                     kind,
                     cursor: None,
                     page: 0,
+                    epoch: self.catalog.epoch(u, kind),
                 };
                 self.send_list_request(u, kind, None, origin);
             }
@@ -357,7 +374,7 @@ impl Hub {
     pub(super) fn catalog_page(
         &mut self,
         u: UpstreamId,
-        kind: ListKind,
+        (kind, epoch): (ListKind, u64),
         cursor: Option<String>,
         page_no: u32,
         result: Result<Value, Value>,
@@ -366,15 +383,20 @@ impl Hub {
             tracing::debug!(upstream = %self.upstreams[u.0].name, method = kind.method(), "catalog fetch failed");
             return;
         };
+        if epoch != self.catalog.epoch(u, kind) {
+            // The list changed since: a new fetch started over.
+            return;
+        }
         let page = page_of(kind, &result);
         let next = page.next.clone();
-        self.record_page(u, kind, cursor, page);
+        self.record_page(u, (kind, epoch), cursor, page);
         match next {
             Some(c) if page_no + 1 < MAX_CATALOG_PAGES => {
                 let origin = Origin::CatalogFetch {
                     kind,
                     cursor: Some(c.clone()),
                     page: page_no + 1,
+                    epoch,
                 };
                 self.send_list_request(u, kind, Some(c), origin);
             }

@@ -82,13 +82,23 @@ impl Hub {
                     Err("{\"code\":-32603,\"message\":\"empty upstream response\"}"),
                 ),
             },
-            Origin::ListPart { agg, kind, cursor } => {
+            Origin::ListPart {
+                agg,
+                kind,
+                cursor,
+                epoch,
+            } => {
                 let outcome = response_outcome(&msg);
-                self.list_part_done(upstream, agg, kind, cursor, outcome);
+                self.list_part_done(upstream, agg, (kind, epoch), cursor, outcome);
             }
-            Origin::CatalogFetch { kind, cursor, page } => {
+            Origin::CatalogFetch {
+                kind,
+                cursor,
+                page,
+                epoch,
+            } => {
                 let outcome = response_outcome(&msg);
-                self.catalog_page(upstream, kind, cursor, page, outcome);
+                self.catalog_page(upstream, (kind, epoch), cursor, page, outcome);
                 self.catalog_settled(upstream);
             }
             Origin::Unsubscribe(key) => {

@@ -78,6 +78,9 @@ pub struct Catalog {
     /// Ids alone do not: a server a reload changed gets the next id, yet keeps its
     /// place. An upstream not ranked orders after the ranked ones, by id.
     rank: HashMap<UpstreamId, usize>,
+    /// Bumped per (upstream, kind) by [`Catalog::forget`]: a page asked for before that
+    /// is not recorded when it comes.
+    epochs: HashMap<(UpstreamId, ListKind), u64>,
 }
 
 impl Default for Catalog {
@@ -89,6 +92,7 @@ impl Default for Catalog {
             routes: HashMap::new(),
             index: HashMap::new(),
             rank: HashMap::new(),
+            epochs: HashMap::new(),
         }
     }
 }
@@ -216,6 +220,37 @@ impl Catalog {
         self.rebuild(kind)
     }
 
+    /// The current epoch of an upstream's list: what a request for one of its pages
+    /// carries, for [`Catalog::takes`].
+    pub fn epoch(&self, u: UpstreamId, kind: ListKind) -> u64 {
+        self.epochs.get(&(u, kind)).copied().unwrap_or(0)
+    }
+
+    /// Whether a page asked for at `epoch` under `cursor` may be recorded: the list
+    /// was not dropped since (a page of the list before a `list_changed` is not taken
+    /// for the new one), the cursor is the first page's or the `next` of a page held
+    /// (a client cannot fill the catalog with pages under cursors of its own making),
+    /// and the list holds fewer than `max_pages` pages.
+    pub fn takes(
+        &self,
+        u: UpstreamId,
+        kind: ListKind,
+        epoch: u64,
+        cursor: &Option<String>,
+        max_pages: usize,
+    ) -> bool {
+        if epoch != self.epoch(u, kind) {
+            return false;
+        }
+        let Some(pages) = self.pages.get(&(u, kind)) else {
+            return cursor.is_none();
+        };
+        if pages.contains_key(cursor) {
+            return true;
+        }
+        pages.len() < max_pages && (cursor.is_none() || pages.values().any(|p| p.next == *cursor))
+    }
+
     /// A cached page, if any.
     pub fn page(&self, u: UpstreamId, kind: ListKind, cursor: &Option<String>) -> Option<&Page> {
         self.pages.get(&(u, kind))?.get(cursor)
@@ -240,6 +275,7 @@ impl Catalog {
 
     /// Drops what is known of an upstream's list (list_changed, restart, down).
     pub fn forget(&mut self, u: UpstreamId, kind: ListKind) {
+        *self.epochs.entry((u, kind)).or_default() += 1;
         self.index.remove(&(u, kind));
         if self.pages.remove(&(u, kind)).is_some() {
             self.rebuild(kind);
@@ -519,10 +555,14 @@ pub fn encode_cursor(parts: &[(UpstreamId, Option<String>)]) -> String {
     out
 }
 
-/// Decodes a proxy cursor; `None` when it is not one of ours.
+/// Decodes a proxy cursor; `None` when it is not one of ours. One of ours names each
+/// upstream at most once: a forged one naming an upstream again and again would make
+/// one list request thousands of parts.
 pub fn decode_cursor(cursor: &str, upstreams: usize) -> Option<Vec<(UpstreamId, Option<String>)>> {
     let hex = cursor.strip_prefix("mx1.")?;
-    if hex.len() % 2 != 0 || hex.len() > 64 * 1024 {
+    // Room for the upstreams' own cursors, however long they make them; a client's
+    // message is bounded anyway (`limits.max_message_bytes`).
+    if hex.len() % 2 != 0 || hex.len() > 2 * 1024 * 1024 {
         return None;
     }
     let bytes: Option<Vec<u8>> = (0..hex.len())
@@ -532,6 +572,12 @@ pub fn decode_cursor(cursor: &str, upstreams: usize) -> Option<Vec<(UpstreamId, 
     let v: Vec<(usize, Option<String>)> = serde_json::from_slice(&bytes?).ok()?;
     if v.is_empty() || v.iter().any(|(u, _)| *u >= upstreams) {
         return None;
+    }
+    let mut named = vec![false; upstreams];
+    for (u, _) in &v {
+        if std::mem::replace(&mut named[*u], true) {
+            return None;
+        }
     }
     Some(v.into_iter().map(|(u, c)| (UpstreamId(u), c)).collect())
 }

@@ -38,16 +38,19 @@ pub enum Origin {
     /// waiters live in the read cache's single-flight table.
     Read { key: SubKey, generation: u64 },
     /// One upstream's page of a client list request being assembled.
+    /// `epoch`: the catalog's epoch of that list when it was asked for.
     ListPart {
         agg: u64,
         kind: ListKind,
         cursor: Option<String>,
+        epoch: u64,
     },
     /// A page the hub fetches to know what an upstream offers (routing table).
     CatalogFetch {
         kind: ListKind,
         cursor: Option<String>,
         page: u32,
+        epoch: u64,
     },
     /// A request of the hub's own whose answer is only logged.
     Internal(&'static str),

@@ -447,3 +447,56 @@ async fn a_read_after_an_update_is_not_answered_with_the_read_before_it() {
         "{got_a:?}"
     );
 }
+
+/// Pages of a list asked for before the server said the list changed again are not
+/// kept as the new list, though they arrive after it: the next client gets the new one.
+#[tokio::test]
+async fn a_list_page_from_before_a_list_change_is_not_kept() {
+    let mut r = rig_with(settings(), json!({"tools": {"listChanged": true}})).await;
+    let tool = |name: &str| json!({"name": name, "inputSchema": {"type": "object"}});
+    let changed = || Message::notification("notifications/tools/list_changed", None);
+    r.inject(changed()).await;
+    let first_refetch = r.upstream_msgs().await;
+    assert_eq!(methods_of(&first_refetch), ["tools/list"]);
+    // While the catalog has no list, a client's list goes to the server.
+    let mut x = r.client(json!({})).await;
+    x.send("tools/list", json!({})).await;
+    let part = r.upstream_msgs().await;
+    assert_eq!(methods_of(&part), ["tools/list"]);
+    r.inject(changed()).await;
+    let second_refetch = r.upstream_msgs().await;
+    assert_eq!(methods_of(&second_refetch), ["tools/list"]);
+    r.answer(&second_refetch[0], json!({"tools": [tool("new")]}))
+        .await;
+    r.answer(&part[0], json!({"tools": [tool("old")]})).await;
+    r.answer(&first_refetch[0], json!({"tools": [tool("old")]}))
+        .await;
+    r.sync().await;
+    let got_x = x.pending();
+    assert!(
+        got_x
+            .iter()
+            .any(|m| m["result"]["tools"][0]["name"] == "old"),
+        "x gets the answer to its own request: {got_x:?}"
+    );
+    let mut y = r.client(json!({})).await;
+    let v = y.call("tools/list", json!({})).await;
+    assert_eq!(v["result"]["tools"], json!([tool("new")]), "{v}");
+    assert!(
+        r.upstream_msgs().await.is_empty(),
+        "served from the catalog"
+    );
+}
+
+/// A forged cursor naming one server again and again is refused, not split into a
+/// part per mention.
+#[tokio::test]
+async fn a_cursor_naming_a_server_twice_is_refused() {
+    let mut r = rig().await;
+    let mut c = r.client(json!({})).await;
+    let parts = vec![(UpstreamId(0), None::<String>); 1000];
+    let cursor = crate::state::catalog::encode_cursor(&parts);
+    let v = c.call("tools/list", json!({"cursor": cursor})).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(r.upstream_msgs().await.is_empty());
+}

@@ -163,6 +163,43 @@ fn cursors_round_trip_and_foreign_ones_are_refused() {
     );
     assert_eq!(decode_cursor("garbage", 2), None);
     assert_eq!(decode_cursor("mx1.zz", 2), None);
+    let twice = encode_cursor(&[(A, Some("p2".into())), (A, None)]);
+    assert_eq!(decode_cursor(&twice, 2), None, "names an upstream twice");
+}
+
+#[test]
+fn pages_are_taken_from_the_current_list_under_known_cursors_only() {
+    let mut c = Catalog::new(naming(&[None]));
+    let k = ListKind::Tools;
+    let first = Page {
+        next: Some("p2".into()),
+        ..tools(&["a"])
+    };
+    let e = c.epoch(A, k);
+    assert!(c.takes(A, k, e, &None, 10));
+    assert!(
+        !c.takes(A, k, e, &Some("p2".into()), 10),
+        "not before its first page"
+    );
+    c.record(A, k, None, first);
+    assert!(
+        c.takes(A, k, e, &Some("p2".into()), 10),
+        "the next of a page held"
+    );
+    assert!(
+        !c.takes(A, k, e, &Some("forged".into()), 10),
+        "a cursor the catalog never handed out"
+    );
+    assert!(
+        !c.takes(A, k, e, &Some("p2".into()), 1),
+        "at the page bound"
+    );
+    c.forget(A, k);
+    assert!(
+        !c.takes(A, k, e, &None, 10),
+        "asked for before the list was dropped"
+    );
+    assert!(c.takes(A, k, c.epoch(A, k), &None, 10));
 }
 
 fn filter(allow: &[&str], deny: &[&str]) -> crate::state::views::NameFilter {

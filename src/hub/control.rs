@@ -43,9 +43,13 @@ impl Hub {
         }
     }
 
-    /// Answers the drain once no client request is in flight.
+    /// Answers the drain once no client request is in flight, shared reads included
+    /// (a fleet follower's, read through the owner, has no upstream request here).
     pub(super) fn check_drained(&mut self) {
-        if self.admission.drain_awaited() && self.pending.serving_clients().is_empty() {
+        if self.admission.drain_awaited()
+            && !self.reads.cache.has_waiters()
+            && self.pending.serving_clients().is_empty()
+        {
             if let Some(done) = self.admission.finish_drain() {
                 let _ = done.send(0);
             }

@@ -172,7 +172,7 @@ impl Hub {
                     }
                     return Err((
                         code::METHOD_NOT_FOUND,
-                        format!("mcpmux cannot route {other} when several servers are configured"),
+                        format!("mcpmux cannot route {other} when several servers are served"),
                     ));
                 }
             };

@@ -252,6 +252,11 @@ impl ReadCache {
         self.unwait(client, gone);
     }
 
+    /// Whether any client waits on a read in flight.
+    pub fn has_waiters(&self) -> bool {
+        !self.waiting.is_empty()
+    }
+
     /// How many reads in flight `client` waits on.
     pub fn waiting_of(&self, client: ClientId) -> usize {
         self.waiting.get(&client).copied().unwrap_or(0)

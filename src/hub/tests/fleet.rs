@@ -299,3 +299,41 @@ async fn a_removed_upstreams_keys_owned_for_others_are_given_up() {
         "{cmds:?}"
     );
 }
+
+/// The shutdown drain waits for a follower's read through the owner, which has no
+/// upstream request here, like any other request in flight.
+#[tokio::test]
+async fn the_drain_waits_for_a_read_through_the_owner() {
+    let mut f = fleet_rig().await;
+    let mut c = f.rig.client(json!({})).await;
+    f.follow_held(&mut c).await;
+    c.send("resources/read", json!({"uri": URI})).await;
+    let cmds = f.cmds().await;
+    let [FleetCmd::Read {
+        key, generation, ..
+    }] = &cmds[..]
+    else {
+        panic!("a read through the owner: {cmds:?}");
+    };
+    let hub = f.rig.hub.clone();
+    let mut drain = tokio::spawn(async move { hub.drain(Duration::from_secs(600)).await });
+    f.rig.sync().await;
+    // Paused time: the wait below ends when the runtime is idle, long before the drain's
+    // own deadline.
+    tokio::time::pause();
+    assert!(
+        tokio::time::timeout(Duration::from_millis(100), &mut drain)
+            .await
+            .is_err(),
+        "the drain ended with a read in flight"
+    );
+    let result = json!({"contents": [{"uri": URI, "text": "t"}]}).to_string();
+    f.event(FleetEvent::ReadDone {
+        key: key.clone(),
+        generation: *generation,
+        outcome: Ok(result),
+    })
+    .await;
+    assert_eq!(c.next().await["result"]["contents"][0]["text"], "t");
+    assert_eq!(drain.await.unwrap().ok(), Some(0));
+}

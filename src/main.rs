@@ -95,6 +95,10 @@ enum Cmd {
     Connect {
         /// The daemon's MCP endpoint, e.g. http://127.0.0.1:7878/mcp.
         url: String,
+        /// The environment variable holding the daemon's (or the profile's) bearer
+        /// token. Default: $MCPMUX_TOKEN when set, else none.
+        #[arg(long, value_name = "NAME")]
+        token_env: Option<String>,
     },
     /// Write an mcpmux config from Claude Desktop / Cursor / VS Code / Windsurf MCP
     /// configs; report on stderr what could not be imported.
@@ -296,8 +300,9 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         Cmd::Reload(daemon) => reload(daemon).await,
         Cmd::Status(daemon) => status(daemon).await,
         Cmd::Stdio { config, profile } => stdio(load(config)?, profile).await,
-        Cmd::Connect { url } => mcpmux::downstream::connect::bridge(
+        Cmd::Connect { url, token_env } => mcpmux::downstream::connect::bridge(
             &url,
+            connect_token(token_env)?,
             mcpmux::downstream::stdio_pipes::stdin(),
             mcpmux::downstream::stdio_pipes::stdout(),
         )
@@ -309,6 +314,20 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             force,
         } => Ok(mcpmux::import::run(&files, &output, force)?),
     }
+}
+
+/// The bearer token `connect` sends: the variable `--token-env` names (an error when
+/// unset), else `$MCPMUX_TOKEN`, else none.
+fn connect_token(token_env: Option<String>) -> anyhow::Result<Option<String>> {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    Ok(match token_env {
+        Some(name) => {
+            Some(var(&name).with_context(|| {
+                format!("--token-env names {name}, which is not set or is empty")
+            })?)
+        }
+        None => var(mcpmux::observe::status_cli::TOKEN_ENV),
+    })
 }
 
 /// The daemon's URL and bearer token for `status` and `reload`. The URL: `--url`, else

@@ -56,6 +56,42 @@ async fn stdio_host_through_connect_shares_the_daemons_upstream() {
     assert_eq!(host.call("ping", json!({})).await["result"], json!({}));
 }
 
+/// A daemon (or profile) guarded by a bearer token is reached through the bridge with
+/// the token from `--token-env` or `$MCPMUX_TOKEN`; without it the host gets an error
+/// line, not a hang.
+#[tokio::test]
+async fn connect_sends_the_bearer_token_it_is_given() {
+    let toml = scripted_config(
+        "[listen]\nhttp = \"127.0.0.1:0\"\nauth_token_env = \"MCPMUX_TEST_TOKEN\"\n",
+        "",
+        "",
+    );
+    let d = Daemon::start_with_env(&toml, &[("MCPMUX_TEST_TOKEN", "sesame")]).await;
+    for (args, env) in [
+        (vec!["connect", &d.url], vec![("MCPMUX_TOKEN", "sesame")]),
+        (
+            vec!["connect", &d.url, "--token-env", "MY_TOKEN"],
+            vec![("MY_TOKEN", "sesame")],
+        ),
+    ] {
+        let mut host = LineClient::spawn_with_env(mcpmux_bin(), &args, &env);
+        let init = host.initialize(json!({})).await;
+        assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux", "{init}");
+    }
+    let mut host =
+        LineClient::spawn_with_env(mcpmux_bin(), &["connect", &d.url], &[("MCPMUX_TOKEN", "")]);
+    host.send_raw(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .await;
+    let refused = host.read().await;
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("401"),
+        "{refused}"
+    );
+}
+
 /// Sends a 2026-07-28 request through the bridge and reads until its response;
 /// returns what came first and the response.
 async fn modern_call(

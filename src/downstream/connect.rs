@@ -47,17 +47,37 @@ struct Session {
     modern: HashMap<RawId, tokio::task::AbortHandle>,
 }
 
-/// Runs the bridge until the input ends.
+/// Runs the bridge until the input ends; every request carries `token` as its bearer
+/// token, when given (a daemon or profile with `auth_token_env`).
 ///
 /// # Errors
-/// When stdout cannot be written.
-pub async fn bridge<R, W>(url: &str, input: R, output: W) -> std::io::Result<()>
+/// When stdout cannot be written, or the token is not a valid header value.
+pub async fn bridge<R, W>(
+    url: &str,
+    token: Option<String>,
+    input: R,
+    output: W,
+) -> std::io::Result<()>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let max = LimitsConfig::DEFAULT_MAX_MESSAGE_BYTES;
-    let http = reqwest::Client::new();
+    let mut headers = HeaderMap::new();
+    if let Some(t) = token {
+        let mut v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the bearer token is not a valid header value",
+            )
+        })?;
+        v.set_sensitive(true);
+        headers.insert(reqwest::header::AUTHORIZATION, v);
+    }
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .map_err(std::io::Error::other)?;
     let session = Arc::new(Mutex::new(Session::default()));
     let (out_tx, mut out_rx) = mpsc::channel::<Bytes>(1024);
     let writer = tokio::spawn(async move {

@@ -117,8 +117,14 @@ pub struct LineClient {
 
 impl LineClient {
     pub fn spawn(program: &str, args: &[&str]) -> LineClient {
+        Self::spawn_with_env(program, args, &[])
+    }
+
+    /// [`LineClient::spawn`] with extra environment variables for the program.
+    pub fn spawn_with_env(program: &str, args: &[&str], env: &[(&str, &str)]) -> LineClient {
         let mut child = Command::new(program)
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

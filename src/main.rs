@@ -260,13 +260,13 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             let cfg = load(config)?;
             check_tokens(&cfg)?;
             if !probe {
-                print!("{}", cfg.to_toml_redacted());
+                out(&cfg.to_toml_redacted())?;
                 return Ok(());
             }
             let reports = mcpmux::upstream::probe::probe_all(&cfg).await;
             let failed = reports.iter().filter(|r| r.outcome.is_err()).count();
             for r in &reports {
-                println!("{}", r.to_json());
+                out(&format!("{}\n", r.to_json()))?;
             }
             if failed > 0 {
                 anyhow::bail!("{failed} of {} servers failed the probe", reports.len());
@@ -284,7 +284,7 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
         } => {
             let show = |url: &str| {
                 eprintln!("Open this URL in a browser to log in to {name}:");
-                println!("{url}");
+                let _ = out(&format!("{url}\n"));
             };
             let done = mcpmux::oauth::cli::login(&load(config)?, &name, no_browser, &show).await?;
             eprintln!("{done}");
@@ -314,6 +314,16 @@ async fn run(cmd: Cmd) -> anyhow::Result<()> {
             force,
         } => Ok(mcpmux::import::run(&files, &output, force)?),
     }
+}
+
+/// Writes `text` to stdout: an error (not a panic) when stdout is closed or full.
+fn out(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .context("cannot write to stdout")
 }
 
 /// The bearer token `connect` sends: the variable `--token-env` names (an error when
@@ -394,7 +404,7 @@ async fn reload(daemon: DaemonArgs) -> anyhow::Result<()> {
     let body: serde_json::Value = resp.json().await.unwrap_or_default();
     if let Some(changes) = body["changes"].as_array() {
         for c in changes {
-            println!("{}", c.as_str().unwrap_or_default());
+            out(&format!("{}\n", c.as_str().unwrap_or_default()))?;
         }
         return Ok(());
     }
@@ -418,7 +428,7 @@ async fn status(daemon: DaemonArgs) -> anyhow::Result<()> {
     let doc = status_cli::fetch(&status_url, token.as_deref())
         .await
         .map_err(anyhow::Error::msg)?;
-    print!("{}", status_cli::render(&doc));
+    out(&status_cli::render(&doc))?;
     match status_cli::outcome(&doc) {
         status_cli::Outcome::AllUp => Ok(()),
         status_cli::Outcome::Degraded(names) => {
@@ -466,7 +476,10 @@ async fn serve(cfg: Config, path: PathBuf) -> anyhow::Result<()> {
     let mut hangups = mcpmux::signals::hangups();
     // The one line scripts wait for (docs/architecture.md, "Commands and configuration");
     // logs go to stderr.
-    println!("mcpmux listening on http://{addr}{}", cfg.listen.path);
+    out(&format!(
+        "mcpmux listening on http://{addr}{}\n",
+        cfg.listen.path
+    ))?;
     loop {
         tokio::select! {
             () = stops.recv() => break,

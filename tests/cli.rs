@@ -87,3 +87,22 @@ fn check_fails_on_a_profile_token_variable_that_is_not_set() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains(var), "{err}");
 }
+
+/// A stdout that cannot be written is an error message and exit code 1, not a panic.
+#[cfg(target_os = "linux")]
+#[test]
+fn check_reports_a_stdout_it_cannot_write() {
+    let cfg = temp_config("[servers.a]\ncommand = \"true\"\n");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = Command::new(mcpmux_bin())
+        .args(["check", "-c", cfg.to_str().unwrap()])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot write to stdout"), "{err}");
+}

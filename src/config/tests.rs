@@ -287,16 +287,27 @@ fn duplicate_prefixes_name_both_servers() {
 }
 
 #[test]
-fn prefix_must_be_non_empty_without_whitespace() {
-    for bad in ["\"\"", "\"my tools\"", "\"tab\\there\""] {
+fn prefix_must_be_non_empty_without_whitespace_or_separators() {
+    for bad in [
+        "\"\"",
+        "\"my tools\"",
+        "\"tab\\there\"",
+        "\"a__b\"",
+        "\"a+b\"",
+    ] {
         let e = err(&format!("[servers.a]\ncommand = \"a\"\nprefix = {bad}\n"));
         assert!(
             e.starts_with(
-                "test.toml:3: servers.a.prefix must be non-empty and contain no whitespace"
+                "test.toml:3: servers.a.prefix must be non-empty, without whitespace, `__` or `+`"
             ),
             "{e}"
         );
     }
+    assert!(parse(
+        "[servers.a]\ncommand = \"a\"\nprefix = \"a_b-c.d\"\n",
+        "test.toml"
+    )
+    .is_ok());
 }
 
 #[test]

@@ -369,10 +369,16 @@ fn check_server(server: &ServerConfig) -> Result<(), Problem> {
         }
     }
     if let Some(prefix) = &server.prefix {
-        if prefix.is_empty() || prefix.contains(char::is_whitespace) {
+        // The separators (`p__tool`, `p+uri`) inside a prefix would make two prefixes
+        // overlap (`a` and `a__b`), and a name of one read as the other's.
+        if prefix.is_empty()
+            || prefix.contains(char::is_whitespace)
+            || prefix.contains("__")
+            || prefix.contains('+')
+        {
             let at = base.child("prefix");
             let message =
-                format!("{at} must be non-empty and contain no whitespace (got {prefix:?})");
+                format!("{at} must be non-empty, without whitespace, `__` or `+` (got {prefix:?})");
             return Err(invalid(&at, message));
         }
     }

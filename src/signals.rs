@@ -62,6 +62,8 @@ impl StopSignals {
         tokio::spawn(async move {
             self.recv().await;
             tracing::warn!("a second stop signal: exiting now");
+            // No destructor runs at exit: the servers' groups are told to stop here.
+            crate::upstream::process_group::terminate_all();
             std::process::exit(130);
         });
     }

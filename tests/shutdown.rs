@@ -301,26 +301,49 @@ async fn a_request_body_that_never_comes_does_not_hold_the_exit() {
 }
 
 /// A second SIGTERM while mcpmux stops (here, while a request in flight is given a
-/// long `drain_ms`) ends it at once, with exit code 130.
+/// long `drain_ms`) ends it at once, with exit code 130, and its stdio server's process
+/// group is told to stop (a server that ignores stdin's EOF, and its child, included).
 #[cfg(unix)]
 #[tokio::test]
 async fn a_second_sigterm_while_stopping_exits_at_once() {
-    let mut d = Daemon::start(&scripted_config(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n",
-        "[limits]\ndrain_ms = 600000\n",
-        "",
-    ))
-    .await;
+    let marker = unique("mcpmux-second-signal");
+    let cfg = format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\ndrain_ms = 600000\n\n[servers.s]\n\
+         command = \"sh\"\nargs = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n\
+         env = {{ SCRIPTED_IGNORE_EOF = \"1\" }}\n",
+        scripted = common::scripted_upstream()
+    );
+    let mut d = Daemon::start(&cfg).await;
     let c = HttpClient::connect(&d.url, json!({})).await;
     let mut watcher = HttpClient::connect(&d.url, json!({})).await;
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "hang", "arguments": {}}});
-    let _call = tokio::spawn(async move { c.post(&req).await });
+    // Never answered: mcpmux exits under it (so no unwrap in here).
+    let _call = tokio::spawn(async move {
+        let _ = c
+            .http
+            .post(&c.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .header("mcp-session-id", &c.session)
+            .header("mcp-protocol-version", &c.version)
+            .body(req.to_string())
+            .send()
+            .await;
+    });
     tokio::time::timeout(EVENT_TIMEOUT, async {
         while watcher.tool("stats", json!({})).await["tools"]["hang"] != json!(1) {}
     })
     .await
     .expect("the upstream never saw the call");
+    let start = std::time::Instant::now();
+    while pids_with(&marker).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the server's child did not start"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     let pid = d.child.id().expect("running").to_string();
     let term = || {
         let ok = std::process::Command::new("kill")
@@ -350,4 +373,13 @@ async fn a_second_sigterm_while_stopping_exits_at_once() {
         .expect("the second SIGTERM did not end mcpmux")
         .unwrap();
     assert_eq!(status.code(), Some(130), "{status}");
+    let start = std::time::Instant::now();
+    while !pids_with(&marker).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "the server's group outlived mcpmux: {:?}",
+            pids_with(&marker)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

@@ -22,7 +22,8 @@
 //!   and `url` (HTTP). Keys of the other transport are an error rather than ignored:
 //!   `headers` on a stdio server, `args`/`env`/`cwd` on an HTTP one.
 //! - `url` starts with `http://` or `https://`; `prefix` is non-empty without whitespace,
-//!   `__` or `+` (the separators it is joined with), and unique across servers; `uri_prefixes` entries are non-empty; header names are
+//!   `__` or `+` (the separators it is joined with) and does not end in `_`, and is
+//!   unique across servers; `uri_prefixes` entries are non-empty; header names are
 //!   HTTP tokens and header values hold no line break.
 //! - `listen.path` starts with `/`. `listen.auth_token_env` is a variable *name*; it is
 //!   read only by [`ListenConfig::auth_token`], so `check` does not need the secret.

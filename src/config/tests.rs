@@ -294,11 +294,12 @@ fn prefix_must_be_non_empty_without_whitespace_or_separators() {
         "\"tab\\there\"",
         "\"a__b\"",
         "\"a+b\"",
+        "\"a_\"",
     ] {
         let e = err(&format!("[servers.a]\ncommand = \"a\"\nprefix = {bad}\n"));
         assert!(
             e.starts_with(
-                "test.toml:3: servers.a.prefix must be non-empty, without whitespace, `__` or `+`"
+                "test.toml:3: servers.a.prefix must be non-empty, without whitespace, `__` or `+`, and not end in `_`"
             ),
             "{e}"
         );

@@ -369,16 +369,19 @@ fn check_server(server: &ServerConfig) -> Result<(), Problem> {
         }
     }
     if let Some(prefix) = &server.prefix {
-        // The separators (`p__tool`, `p+uri`) inside a prefix would make two prefixes
-        // overlap (`a` and `a__b`), and a name of one read as the other's.
+        // The separators (`p__tool`, `p+uri`) inside a prefix, or a `_` before `__`,
+        // would make two prefixes overlap (`a` and `a__b`, `a` and `a_`), and a name
+        // of one read as the other's.
         if prefix.is_empty()
             || prefix.contains(char::is_whitespace)
             || prefix.contains("__")
             || prefix.contains('+')
+            || prefix.ends_with('_')
         {
             let at = base.child("prefix");
-            let message =
-                format!("{at} must be non-empty, without whitespace, `__` or `+` (got {prefix:?})");
+            let message = format!(
+                "{at} must be non-empty, without whitespace, `__` or `+`, and not end in `_` (got {prefix:?})"
+            );
             return Err(invalid(&at, message));
         }
     }

@@ -44,6 +44,9 @@ pub enum ClientKind {
     /// A session: `initialize` first, then requests under what it negotiated, and a
     /// live channel the server may ask things on (the handshake era).
     Session,
+    /// The fleet actor's own session, reading for the clients of other instances:
+    /// exempt from the per-client limits, which those clients' own instances apply.
+    FleetReader,
     /// One stateless request (or listen stream), already validated at the edge: over
     /// HTTP, or one request of a stdio connection (the 2026-07-28 era). `capabilities`
     /// and `log_level` are what the request declared in `_meta`; it is asked things by

@@ -210,7 +210,9 @@ impl Hub {
             upstream,
             upstream_id: id,
             client,
-            during,
+            // Only a request the transport tied to the client's request ends with it.
+            during: matches!(related, Related::Request(_))
+                .then(|| (during, client_request.clone())),
         });
         msg.set_id(&RawId::from_u64(pid.0));
         self.push(

@@ -140,24 +140,34 @@ impl Hub {
     /// hears they are cancelled, and the server gets an error for any it still awaits
     /// (docs/architecture.md, "Server-to-client requests").
     fn end_requests_during(&mut self, pid: ProxyId) {
-        for (client_pid, bound) in self.pending.drop_client_bound(|b| b.during == pid) {
+        let ended = self
+            .pending
+            .drop_client_bound(|b| b.during.as_ref().is_some_and(|(p, _)| *p == pid));
+        for (client_pid, bound) in ended {
+            let related = bound.during.map(|(_, id)| id);
             let n = Message::notification(
                 methods::CANCELLED,
                 Some(
                     &json!({"requestId": client_pid.0, "reason": "the request it belongs to ended"}),
                 ),
             );
+            // On the client request's own stream, where the server request went (and
+            // ahead of its answer: this runs before the answer is queued).
             self.push(
                 bound.client,
-                notification_out(n.to_bytes(), OutKind::Notification, None),
+                notification_out(n.to_bytes(), OutKind::Notification, related),
             );
-            let err = Message::error_response(
-                Some(&bound.upstream_id),
-                code::INTERNAL_ERROR,
-                "the client request this request belongs to ended before the client answered",
-                None,
-            );
-            self.send_to_upstream(bound.upstream, &err);
+            // A session that is gone waits for nothing (and its queue may feed the
+            // next session, where the id could be another request's).
+            if self.upstream_ready(bound.upstream).is_some() {
+                let err = Message::error_response(
+                    Some(&bound.upstream_id),
+                    code::INTERNAL_ERROR,
+                    "the client request this request belongs to ended before the client answered",
+                    None,
+                );
+                self.send_to_upstream(bound.upstream, &err);
+            }
         }
     }
 

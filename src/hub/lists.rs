@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use super::Hub;
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
-use crate::state::catalog::{decode_cursor, encode_cursor, ListKind, Page};
+use crate::state::catalog::{decode_cursor, encode_cursor, Asker, ListKind, Page};
 use crate::state::ids::{ClientId, IdMap, UpstreamId};
 use crate::state::pending::Origin;
 
@@ -154,7 +154,9 @@ impl Hub {
     /// Refuses `client`'s request `id` (-32005) when it already has
     /// `limits.max_pending_per_client` requests in flight.
     pub(super) fn refused_at_limit(&mut self, client: ClientId, id: &RawId) -> bool {
-        if self.in_flight_of(client) < self.settings.max_pending_per_client {
+        if self.in_flight_of(client) < self.settings.max_pending_per_client
+            || self.clients.get(&client).is_some_and(|c| c.exempt)
+        {
             return false;
         }
         let why = format!(
@@ -266,7 +268,12 @@ impl Hub {
     ) {
         let outcome = outcome.map(|result| {
             let page = page_of(kind, &result);
-            self.record_page(u, (kind, epoch), cursor.clone(), page.clone());
+            self.record_page(
+                u,
+                (kind, epoch),
+                (cursor.clone(), Asker::Client),
+                page.clone(),
+            );
             page
         });
         if let Some(a) = self.lists.open.get_mut(&agg) {
@@ -328,13 +335,11 @@ impl Hub {
         &mut self,
         u: UpstreamId,
         (kind, epoch): (ListKind, u64),
-        cursor: Option<String>,
+        (cursor, asker): (Option<String>, Asker),
         page: Page,
     ) {
-        if !self
-            .catalog
-            .takes(u, kind, epoch, &cursor, MAX_CATALOG_PAGES as usize)
-        {
+        let bound = MAX_CATALOG_PAGES as usize;
+        if !self.catalog.takes((u, kind), epoch, &cursor, asker, bound) {
             tracing::debug!(upstream = %self.upstreams[u.0].name, method = kind.method(), "a page of an older list, or under an unknown cursor: not recorded");
             return;
         }
@@ -389,7 +394,7 @@ impl Hub {
         }
         let page = page_of(kind, &result);
         let next = page.next.clone();
-        self.record_page(u, (kind, epoch), cursor, page);
+        self.record_page(u, (kind, epoch), (cursor, Asker::Catalog), page);
         match next {
             Some(c) if page_no + 1 < MAX_CATALOG_PAGES => {
                 let origin = Origin::CatalogFetch {

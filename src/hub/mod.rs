@@ -209,6 +209,8 @@ struct ClientState {
     owns_outbox: bool,
     /// Set once `initialize` was answered.
     init: Option<ClientInit>,
+    /// Not held to the per-client limits (the fleet's reader: `ClientKind::FleetReader`).
+    exempt: bool,
 }
 
 struct ClientInit {
@@ -414,8 +416,9 @@ impl Hub {
                             ..
                         }
                     );
+                    let exempt = matches!(kind, ClientKind::FleetReader);
                     let init = match kind {
-                        ClientKind::Session => None,
+                        ClientKind::Session | ClientKind::FleetReader => None,
                         ClientKind::Stateless {
                             capabilities,
                             log_level,
@@ -447,6 +450,7 @@ impl Hub {
                             session,
                             owns_outbox,
                             init,
+                            exempt,
                         },
                     );
                     tracing::debug!(%client, "client opened");

@@ -176,7 +176,9 @@ impl Hub {
             let why = self.unavailable(upstream);
             return self.reply_error(client, &id, code::UPSTREAM_UNAVAILABLE, &why);
         }
-        if self.refused_at_limit(client, &id) {
+        // A read the cache answers is not refused: it waits on nothing.
+        if !self.reads.cache.answers_at(&key, Instant::now()) && self.refused_at_limit(client, &id)
+        {
             return;
         }
         match self.reads.start(&key, client, &id, Instant::now()) {

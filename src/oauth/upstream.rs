@@ -209,6 +209,18 @@ impl UpstreamAuth {
         tokio::spawn(async move { me.refresh_now().await })
     }
 
+    /// A refresh in a task of its own (as [`Self::refresh_detached`]), awaited: a
+    /// caller that is dropped meanwhile (a reload, shutdown) does not cut it off.
+    async fn refresh_to_the_end(self: &Arc<Self>) -> Result<(), flow::RefreshError> {
+        let me = self.clone();
+        match tokio::spawn(async move { me.refresh().await }).await {
+            Ok(r) => r,
+            Err(e) => Err(flow::RefreshError::Unreachable(super::OAuthError::Flow(
+                format!("the refresh task failed: {e}"),
+            ))),
+        }
+    }
+
     async fn refresh(&self) -> Result<(), flow::RefreshError> {
         let started_with = self.bearer();
         let _turn = self.refresh_gate.acquire().await.expect("never closed");
@@ -260,7 +272,7 @@ impl UpstreamAuth {
 
     /// Gets ready for a new session: loads the stored grant once, and deals with the
     /// last challenge without a person if it can (a refresh).
-    pub async fn prepare(&self) -> Prepared {
+    pub async fn prepare(self: &Arc<Self>) -> Prepared {
         if !self.lock().loaded {
             let stored = self.load_stored(true).await;
             let mut st = self.lock();
@@ -281,7 +293,7 @@ impl UpstreamAuth {
         let challenge = self.lock().challenge.take();
         let Some(ch) = challenge else {
             if self.refresh_in() == Some(Duration::ZERO) {
-                self.refresh_now().await;
+                let _ = self.refresh_to_the_end().await;
             }
             return Prepared::Ready;
         };
@@ -313,7 +325,7 @@ impl UpstreamAuth {
                 }
             };
             if same_issuer && g.refresh_token.is_some() {
-                match self.refresh().await {
+                match self.refresh_to_the_end().await {
                     Ok(()) => return Prepared::Ready,
                     // Keep the grant: its refresh token may work once the authorization
                     // server answers (the next session gets the 401 again and retries).

@@ -138,6 +138,14 @@ impl ReadCache {
         self.read_at(key, waiter, Instant::now())
     }
 
+    /// Whether a read of `key` at `now` would be answered from the cache.
+    pub fn answers_at(&self, key: &SubKey, now: Instant) -> bool {
+        self.lru
+            .as_ref()
+            .and_then(|l| l.peek(key))
+            .is_some_and(|e| e.expires.is_none_or(|x| now < x))
+    }
+
     /// Plans a client's read of a cacheable key at `now` (entries past their TTL are
     /// dropped).
     pub fn read_at(&mut self, key: &SubKey, waiter: ReadWaiter, now: Instant) -> ReadPlan {

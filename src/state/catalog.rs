@@ -23,6 +23,7 @@ use serde_json::Value;
 use crate::state::ids::{UpstreamId, ViewId};
 use crate::state::views::{ServerView, ViewSpec};
 
+pub use cursor::{decode_cursor, encode_cursor};
 pub use kind::ListKind;
 
 /// Separator between a prefix and a tool or prompt name.
@@ -44,6 +45,15 @@ pub fn expose(prefix: Option<&str>, kind_uses_uri: bool, name: &str) -> String {
 pub struct Page {
     pub items: Vec<Value>,
     pub next: Option<String>,
+}
+
+/// Who asked for a page ([`Catalog::takes`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Asker {
+    /// The catalog's own fetch chain, following the server's cursors.
+    Catalog,
+    /// A client's list, whose proxy cursor carries an upstream cursor it may have made up.
+    Client,
 }
 
 /// Per-upstream facts the catalog needs.
@@ -228,15 +238,18 @@ impl Catalog {
 
     /// Whether a page asked for at `epoch` under `cursor` may be recorded: the list
     /// was not dropped since (a page of the list before a `list_changed` is not taken
-    /// for the new one), the cursor is the first page's or the `next` of a page held
-    /// (a client cannot fill the catalog with pages under cursors of its own making),
-    /// and the list holds fewer than `max_pages` pages.
+    /// for the new one), the list holds fewer than `max_pages` pages, and, for a
+    /// client's page, the cursor is the first page's or the `next` of a page held (a
+    /// client cannot fill the catalog with pages under cursors of its own making). The
+    /// catalog's own fetch chain follows the server's cursors as they come (a server
+    /// whose cursors differ on each answer would otherwise break the chain whenever a
+    /// client's first page replaced the catalog's).
     pub fn takes(
         &self,
-        u: UpstreamId,
-        kind: ListKind,
+        (u, kind): (UpstreamId, ListKind),
         epoch: u64,
         cursor: &Option<String>,
+        asker: Asker,
         max_pages: usize,
     ) -> bool {
         if epoch != self.epoch(u, kind) {
@@ -248,7 +261,10 @@ impl Catalog {
         if pages.contains_key(cursor) {
             return true;
         }
-        pages.len() < max_pages && (cursor.is_none() || pages.values().any(|p| p.next == *cursor))
+        pages.len() < max_pages
+            && (asker == Asker::Catalog
+                || cursor.is_none()
+                || pages.values().any(|p| p.next == *cursor))
     }
 
     /// A cached page, if any.
@@ -540,48 +556,7 @@ fn usable(kind: ListKind, item: &Value) -> bool {
         || crate::protocol::tool_headers::invalid_annotation(&item["inputSchema"]).is_none()
 }
 
-/// Encodes the per-upstream cursors still to page into one opaque proxy cursor.
-pub fn encode_cursor(parts: &[(UpstreamId, Option<String>)]) -> String {
-    let v: Vec<Value> = parts
-        .iter()
-        .map(|(u, c)| serde_json::json!([u.0, c]))
-        .collect();
-    let json = Value::Array(v).to_string();
-    let mut out = String::with_capacity(4 + json.len() * 2);
-    out.push_str("mx1.");
-    for b in json.bytes() {
-        out.push_str(&format!("{b:02x}"));
-    }
-    out
-}
-
-/// Decodes a proxy cursor; `None` when it is not one of ours. One of ours names each
-/// upstream at most once: a forged one naming an upstream again and again would make
-/// one list request thousands of parts.
-pub fn decode_cursor(cursor: &str, upstreams: usize) -> Option<Vec<(UpstreamId, Option<String>)>> {
-    let hex = cursor.strip_prefix("mx1.")?;
-    // Room for the upstreams' own cursors, however long they make them; a client's
-    // message is bounded anyway (`limits.max_message_bytes`).
-    if hex.len() % 2 != 0 || hex.len() > 2 * 1024 * 1024 {
-        return None;
-    }
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect();
-    let v: Vec<(usize, Option<String>)> = serde_json::from_slice(&bytes?).ok()?;
-    if v.is_empty() || v.iter().any(|(u, _)| *u >= upstreams) {
-        return None;
-    }
-    let mut named = vec![false; upstreams];
-    for (u, _) in &v {
-        if std::mem::replace(&mut named[*u], true) {
-            return None;
-        }
-    }
-    Some(v.into_iter().map(|(u, c)| (UpstreamId(u), c)).collect())
-}
-
+mod cursor;
 mod kind;
 #[cfg(test)]
 mod tests;

@@ -72,8 +72,11 @@ pub struct ClientBound {
     /// The id the upstream used.
     pub upstream_id: RawId,
     pub client: ClientId,
-    /// The client's request it was sent during: it ends with that request.
-    pub during: ProxyId,
+    /// The client request the transport says it was sent with (its proxy id, and the
+    /// client's id for it): it ends with that request. `None` when the hub only
+    /// guessed the client (the one request in flight on a stdio server): then it may
+    /// belong to no request at all (a `roots/list` after `roots/list_changed`).
+    pub during: Option<(ProxyId, RawId)>,
 }
 
 #[derive(Debug, Default)]
@@ -438,7 +441,7 @@ mod tests {
             upstream: UpstreamId(0),
             upstream_id: RawId::from_u64(5),
             client: ClientId(3),
-            during: ProxyId(1),
+            during: None,
         };
         let p = t.register_client_bound(e.clone());
         assert_eq!(

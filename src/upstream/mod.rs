@@ -231,6 +231,7 @@ impl UpstreamHandle {
 mod driver;
 mod http;
 pub mod probe;
+pub mod process_group;
 pub(crate) mod stateless;
 mod stdio;
 

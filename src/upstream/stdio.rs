@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::driver::{self, Inbound, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed, Verdict};
+use super::process_group::ProcessGroup;
 use super::stateless::{self, StatelessSession};
 use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
@@ -382,37 +383,6 @@ impl StdioUpstream {
         tracing::debug!(upstream = %self.config.name, "server did not exit; killing it");
         let _ = child.kill().await;
         end
-    }
-}
-
-/// The process group a stdio server leads (`process_group(0)` in `command`), told to
-/// stop (SIGTERM) when its session ends, however it ends: a server that exits (at
-/// stdin's EOF, or by crashing) leaves what it started (a wrapper's real server, a
-/// helper) running otherwise. The group keeps its id while any member lives, so the
-/// signal names no other group; with no member left it fails (ESRCH), ignored.
-struct ProcessGroup(#[cfg(unix)] Option<i32>);
-
-impl ProcessGroup {
-    fn of(child: &Child) -> ProcessGroup {
-        #[cfg(unix)]
-        return ProcessGroup(child.id().and_then(|p| i32::try_from(p).ok()));
-        #[cfg(not(unix))]
-        {
-            let _ = child;
-            ProcessGroup()
-        }
-    }
-}
-
-impl Drop for ProcessGroup {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        if let Some(pid) = self.0 {
-            // SAFETY: kill(2) with a negative pid signals the group; no memory involved.
-            unsafe {
-                libc::kill(-pid, libc::SIGTERM);
-            }
-        }
     }
 }
 

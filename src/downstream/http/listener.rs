@@ -39,8 +39,8 @@
 //!   shutdown of every connection: an idle one closes at once, one with a request in
 //!   flight finishes its response first (SSE streams end when their sessions end on the
 //!   same token), one still sending its header has until the header timeout. [`serve`]
-//!   returns when every connection is closed, or after [`CLOSE_GRACE`] with those
-//!   still open (a stalled request body) closed with it.
+//!   returns when every connection is closed, or after [`CLOSE_GRACE`], leaving those
+//!   still open (a stalled request body) to the process's exit.
 //! - **Small SSE writes** must not wait for Nagle: `TCP_NODELAY` on every connection.
 
 use std::sync::Arc;
@@ -189,8 +189,8 @@ pub(super) async fn serve(
         .is_err()
     {
         // A client stalled in a request body, or a stream that did not end: shutdown
-        // does not wait on it.
-        tracing::warn!(grace = ?CLOSE_GRACE, "connections still open after the grace; closing them");
+        // does not wait on it (the process's exit closes it).
+        tracing::warn!(grace = ?CLOSE_GRACE, "connections still open after the grace; not waiting for them");
     }
 }
 

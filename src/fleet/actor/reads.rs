@@ -161,7 +161,13 @@ async fn ask_owner(
 /// which it reads for followers: such reads use this instance's cache.
 async fn open_reader(clients: &ClientLink) -> Option<Reader> {
     let outbox = Outbox::for_transport(1024, "fleet");
-    let client = clients.open_client(outbox.clone()).await.ok()?;
+    let client = clients
+        .open(
+            outbox.clone(),
+            crate::downstream::link::ClientKind::FleetReader,
+        )
+        .await
+        .ok()?;
     let init = Message::request(
         &RawId::from_u64(0),
         "initialize",

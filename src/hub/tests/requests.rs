@@ -400,12 +400,59 @@ async fn shared_reads_in_flight_count_toward_the_clients_limit() {
     c.hub.client_message(c.id, cancel).await.unwrap();
     c.send("resources/read", json!({"uri": "test://c"})).await;
     assert_eq!(methods_of(&r.upstream_msgs().await), ["resources/read"]);
-    r.answer(&reads[1], json!({"contents": []})).await;
-    assert_eq!(c.next().await["result"], json!({"contents": []}));
-    // The cancelled read went on; its answer, cached, serves the next read of it.
+    // The cancelled read went on; its answer, cached, serves the next read of it, even
+    // at the limit (b and c in flight): a read the cache answers waits on nothing.
     r.answer(&reads[0], json!({"contents": ["a"]})).await;
+    r.sync().await;
     let v = c.call("resources/read", json!({"uri": "test://a"})).await;
     assert_eq!(v["result"], json!({"contents": ["a"]}), "{v}");
+    r.answer(&reads[1], json!({"contents": []})).await;
+    assert_eq!(c.next().await["result"], json!({"contents": []}));
+}
+
+/// The fleet's reader (one session reading for the clients of other instances) is not
+/// held to the per-client limit: those clients' own instances hold them to it.
+#[tokio::test]
+async fn the_fleet_reader_is_not_held_to_the_per_client_limit() {
+    let s = HubSettings {
+        max_pending_per_client: 1,
+        ..settings()
+    };
+    let mut r = rig_with(s, json!({"resources": {"subscribe": true}})).await;
+    let outbox = Outbox::new(64);
+    let id = r
+        .hub
+        .clients()
+        .open(
+            outbox.clone(),
+            crate::downstream::link::ClientKind::FleetReader,
+        )
+        .await
+        .unwrap();
+    let mut reader = Client {
+        id,
+        outbox,
+        hub: r.hub.clone(),
+        next_id: 0,
+    };
+    let init = json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "f", "version": "1"}});
+    assert!(reader.call("initialize", init).await["result"].is_object());
+    for uri in ["test://a", "test://b"] {
+        reader
+            .send("resources/subscribe", json!({"uri": uri}))
+            .await;
+        let sub = r.upstream_msgs().await;
+        r.answer(&sub[0], json!({})).await;
+        reader.next().await;
+    }
+    reader
+        .send("resources/read", json!({"uri": "test://a"}))
+        .await;
+    reader
+        .send("resources/read", json!({"uri": "test://b"}))
+        .await;
+    let reads = r.upstream_msgs().await;
+    assert_eq!(methods_of(&reads), ["resources/read", "resources/read"]);
 }
 
 /// A read that comes after an update is not given the answer of a read sent before

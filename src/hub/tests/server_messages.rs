@@ -27,8 +27,9 @@ async fn server_request_goes_to_the_only_waiting_client_and_back() {
 }
 
 /// A server request still open when the client request it belongs to ends (here the
-/// server answers the call, or the client cancels it) is cancelled toward the client
-/// and failed toward the server: nothing waits for it for the client's lifetime.
+/// server answers the call, or the client cancels it) is cancelled toward the client,
+/// on that request's stream, and failed toward the server: nothing waits for it for the
+/// client's lifetime.
 #[tokio::test]
 async fn a_server_request_ends_with_the_request_it_belongs_to() {
     for cancel in [false, true] {
@@ -41,10 +42,12 @@ async fn a_server_request_ends_with_the_request_it_belongs_to() {
             "sampling/createMessage",
             Some(&json!({"messages": []})),
         );
-        r.inject(sample).await;
+        r.inject_related(sample, Related::Request(up[0].id().unwrap().clone()))
+            .await;
         let got = a.next().await;
         assert_eq!(got["method"], "sampling/createMessage");
         if cancel {
+            r.sync().await;
             let n = Message::notification(
                 "notifications/cancelled",
                 Some(&json!({"requestId": serde_json::from_str::<Value>(call.as_json()).unwrap()})),
@@ -71,6 +74,35 @@ async fn a_server_request_ends_with_the_request_it_belongs_to() {
         a.hub.client_message(a.id, late).await.unwrap();
         assert!(r.upstream_msgs().await.is_empty());
     }
+}
+
+/// A server request the hub only guessed the client of (the one request in flight on a
+/// stdio server) may belong to no request at all: it does not end with that request.
+#[tokio::test]
+async fn a_server_request_of_a_guessed_client_outlives_the_request_in_flight() {
+    let mut r = rig().await;
+    let mut a = r.client(json!({"roots": {}})).await;
+    a.send("prompts/get", json!({"name": "p"})).await;
+    let up = r.upstream_msgs().await;
+    r.inject(Message::request(&RawId::from_u64(9), "roots/list", None))
+        .await;
+    let asked = a.next().await;
+    assert_eq!(asked["method"], "roots/list");
+    r.answer(&up[0], json!({"messages": []})).await;
+    assert!(a.next().await["result"].is_object());
+    assert!(
+        r.upstream_msgs().await.is_empty(),
+        "nothing failed upstream"
+    );
+    let answer = Message::response(
+        &RawId::parse(&asked["id"].to_string()).unwrap(),
+        &json!({"roots": []}),
+    );
+    a.hub.client_message(a.id, answer).await.unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert_eq!(up[0].id().unwrap().as_json(), "9");
+    assert!(!up[0].is_error());
 }
 
 #[tokio::test]

@@ -176,30 +176,34 @@ fn pages_are_taken_from_the_current_list_under_known_cursors_only() {
         ..tools(&["a"])
     };
     let e = c.epoch(A, k);
-    assert!(c.takes(A, k, e, &None, 10));
+    assert!(c.takes((A, k), e, &None, Asker::Client, 10));
     assert!(
-        !c.takes(A, k, e, &Some("p2".into()), 10),
+        !c.takes((A, k), e, &Some("p2".into()), Asker::Client, 10),
         "not before its first page"
     );
     c.record(A, k, None, first);
     assert!(
-        c.takes(A, k, e, &Some("p2".into()), 10),
+        c.takes((A, k), e, &Some("p2".into()), Asker::Client, 10),
         "the next of a page held"
     );
     assert!(
-        !c.takes(A, k, e, &Some("forged".into()), 10),
+        !c.takes((A, k), e, &Some("forged".into()), Asker::Client, 10),
         "a cursor the catalog never handed out"
     );
     assert!(
-        !c.takes(A, k, e, &Some("p2".into()), 1),
+        c.takes((A, k), e, &Some("forged".into()), Asker::Catalog, 10),
+        "the catalog's own chain follows the server's cursors"
+    );
+    assert!(
+        !c.takes((A, k), e, &Some("p2".into()), Asker::Client, 1),
         "at the page bound"
     );
     c.forget(A, k);
     assert!(
-        !c.takes(A, k, e, &None, 10),
+        !c.takes((A, k), e, &None, Asker::Client, 10),
         "asked for before the list was dropped"
     );
-    assert!(c.takes(A, k, c.epoch(A, k), &None, 10));
+    assert!(c.takes((A, k), c.epoch(A, k), &None, Asker::Client, 10));
 }
 
 fn filter(allow: &[&str], deny: &[&str]) -> crate::state::views::NameFilter {

@@ -237,8 +237,11 @@ async fn a_killed_owner_is_replaced_within_the_lease_and_nothing_is_left_behind(
     })
     .await;
     let took = killed.elapsed();
+    // Within a few leases (the lease, a follower's tick, its subscribe), with room for
+    // a loaded machine.
+    println!("takeover took {took:?} (lease {LEASE_MS} ms)");
     assert!(
-        took.as_millis() < u128::from(LEASE_MS) * 4,
+        took.as_millis() < u128::from(LEASE_MS) * 8,
         "takeover took {took:?} (lease {LEASE_MS} ms): {s}"
     );
     let s = stats_until(&mut watcher, "the killed owner's session to end", |s| {

@@ -454,7 +454,7 @@ async fn a_refused_uri_gets_a_clear_error_and_the_probe_reports_each_era() {
 async fn a_modern_stdio_server_slower_than_the_probe_is_still_modern() {
     let d = Daemon::start(&scripted_config(
         LISTEN,
-        "[restart]\ninit_timeout_ms = 300\n",
+        "[restart]\ninit_timeout_ms = 2000\n",
         "env = { SCRIPTED_ERA = \"modern\", SCRIPTED_SLOW_START = \"1\" }\n",
     ))
     .await;

@@ -4,7 +4,7 @@
 //! each token's audience and scope, and drives `mcpmux serve`, `mcpmux login --no-browser`
 //! (approved by a headless browser) and five clients (three SDK HTTP clients, two through
 //! `mcpmux connect`): one login and one upstream session and subscription shared by all; a
-//! 6 s access-token lifetime refreshed (with rotation) with no client error; the refresh
+//! 12 s access-token lifetime refreshed (with rotation) with no client error; the refresh
 //! token revoked → "needs login" in `/status` and `/metrics` and a client error naming
 //! `mcpmux login up`; a new login → served again with the subscription back; after a
 //! second revocation, the status page's link (`POST /login/up`) → the daemon opens the

@@ -128,7 +128,7 @@ async fn reload_fails_a_removed_servers_requests_and_applies_limits_under_a_list
     std::fs::write(
         &path,
         format!(
-            "{LISTEN}[limits]\nrequest_timeout_ms = 400\n{}",
+            "{LISTEN}[limits]\nrequest_timeout_ms = 3000\n{}",
             server("alpha", "a", &log_a, "")
         ),
     )

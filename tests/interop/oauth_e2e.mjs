@@ -19,7 +19,7 @@
 //   2. Five clients (three SDK HTTP clients, two SDK stdio clients through `mcpmux
 //      connect`) subscribe test://counter: the server sees ONE session, ONE subscribe;
 //      each bump reaches all five.
-//   3. Access tokens live 6 s: mcpmux refreshes them (rotating the refresh token) while
+//   3. Access tokens live 12 s: mcpmux refreshes them (rotating the refresh token) while
 //      the clients keep calling, and no client sees an error; still one upstream session.
 //   4. The refresh token is revoked at the authorization server (RFC 7009): once the
 //      access token expires the server shows "needs login" in /status and /metrics, and a
@@ -55,7 +55,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 
 const STEP_MS = Number(process.env.OAUTH_E2E_STEP_MS || 30000);
-const TOKEN_TTL = 6;
+const TOKEN_TTL = 12;
 const URI = "test://counter";
 const bin = process.env.MCPMUX_BIN;
 const work = process.argv[2];

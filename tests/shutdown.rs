@@ -46,6 +46,38 @@ fn logged(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Waits (bounded) until a process whose command line holds `marker` runs.
+async fn until_running(marker: &str) {
+    let start = std::time::Instant::now();
+    while pids_with(marker).is_empty() {
+        assert!(start.elapsed() < EVENT_TIMEOUT, "{marker} did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (bounded) until no process whose command line holds `marker` is left.
+async fn until_gone(marker: &str) {
+    let start = std::time::Instant::now();
+    while !pids_with(marker).is_empty() {
+        assert!(
+            start.elapsed() < EVENT_TIMEOUT,
+            "{marker} outlived its server: {:?}",
+            pids_with(marker)
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A config whose one stdio server `s` (the scripted upstream, under `sh`) starts a
+/// child of its own whose command line holds `marker`; `extra` goes before it.
+fn server_with_a_child(marker: &str, extra: &str, env: &str) -> String {
+    format!(
+        "[listen]\nhttp = \"127.0.0.1:0\"\n\n{extra}[servers.s]\ncommand = \"sh\"\n\
+         args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n{env}",
+        scripted = common::scripted_upstream()
+    )
+}
+
 #[tokio::test]
 async fn sigterm_unsubscribes_everything_exits_zero_and_reaps_the_upstream() {
     let marker = unique("mcpmux-shutdown-marker");
@@ -180,35 +212,17 @@ async fn a_server_that_exits_at_eof_leaves_no_child_behind() {
 #[cfg(unix)]
 async fn stopping_stops_the_servers_child(ignore_eof: bool) {
     let marker = unique("mcpmux-grandchild");
-    let cfg = format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.s]\ncommand = \"sh\"\n\
-         args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n\
-         env = {{ SCRIPTED_IGNORE_EOF = \"{}\" }}\n",
-        if ignore_eof { "1" } else { "" },
-        scripted = common::scripted_upstream()
+    let env = format!(
+        "env = {{ SCRIPTED_IGNORE_EOF = \"{}\" }}\n",
+        if ignore_eof { "1" } else { "" }
     );
-    let mut d = Daemon::start(&cfg).await;
+    let mut d = Daemon::start(&server_with_a_child(&marker, "", &env)).await;
     let mut a = HttpClient::connect(&d.url, json!({})).await;
     let _ = a.tool("stats", json!({})).await;
-    let start = std::time::Instant::now();
-    while pids_with(&marker).is_empty() {
-        assert!(
-            start.elapsed() < EVENT_TIMEOUT,
-            "the server's child did not start"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_running(&marker).await;
     let status = d.terminate().await;
     assert_eq!(status.code(), Some(0));
-    let start = std::time::Instant::now();
-    while !pids_with(&marker).is_empty() {
-        assert!(
-            start.elapsed() < EVENT_TIMEOUT,
-            "the server's child outlived it: {:?}",
-            pids_with(&marker)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_gone(&marker).await;
 }
 
 /// A server that crashes leaves no child behind either: when its session ends, its
@@ -218,12 +232,7 @@ async fn stopping_stops_the_servers_child(ignore_eof: bool) {
 #[tokio::test]
 async fn a_crashed_servers_child_does_not_outlive_it() {
     let marker = unique("mcpmux-crashed-child");
-    let cfg = format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[servers.s]\ncommand = \"sh\"\n\
-         args = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n",
-        scripted = common::scripted_upstream()
-    );
-    let mut d = Daemon::start(&cfg).await;
+    let mut d = Daemon::start(&server_with_a_child(&marker, "", "")).await;
     let mut a = HttpClient::connect(&d.url, json!({})).await;
     let _ = a.tool("stats", json!({})).await;
     let r = a
@@ -250,11 +259,7 @@ async fn a_crashed_servers_child_does_not_outlive_it() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     assert_eq!(d.terminate().await.code(), Some(0));
-    let start = std::time::Instant::now();
-    while !pids_with(&marker).is_empty() {
-        assert!(start.elapsed() < EVENT_TIMEOUT, "{:?}", pids_with(&marker));
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_gone(&marker).await;
 }
 
 /// An open status page (its event stream) ends with the shutdown instead of holding it:
@@ -307,43 +312,24 @@ async fn a_request_body_that_never_comes_does_not_hold_the_exit() {
 #[tokio::test]
 async fn a_second_sigterm_while_stopping_exits_at_once() {
     let marker = unique("mcpmux-second-signal");
-    let cfg = format!(
-        "[listen]\nhttp = \"127.0.0.1:0\"\n\n[limits]\ndrain_ms = 600000\n\n[servers.s]\n\
-         command = \"sh\"\nargs = ['-c', 'sh -c \"sleep 1000; : {marker}\" & exec {scripted}']\n\
-         env = {{ SCRIPTED_IGNORE_EOF = \"1\" }}\n",
-        scripted = common::scripted_upstream()
-    );
-    let mut d = Daemon::start(&cfg).await;
+    let mut d = Daemon::start(&server_with_a_child(
+        &marker,
+        "[limits]\ndrain_ms = 600000\n\n",
+        "env = { SCRIPTED_IGNORE_EOF = \"1\" }\n",
+    ))
+    .await;
     let c = HttpClient::connect(&d.url, json!({})).await;
     let mut watcher = HttpClient::connect(&d.url, json!({})).await;
     let req = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "hang", "arguments": {}}});
-    // Never answered: mcpmux exits under it (so no unwrap in here).
-    let _call = tokio::spawn(async move {
-        let _ = c
-            .http
-            .post(&c.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .header("mcp-session-id", &c.session)
-            .header("mcp-protocol-version", &c.version)
-            .body(req.to_string())
-            .send()
-            .await;
-    });
+    // Never answered: mcpmux exits under it.
+    let _call = tokio::spawn(async move { c.try_post(&req).await });
     tokio::time::timeout(EVENT_TIMEOUT, async {
         while watcher.tool("stats", json!({})).await["tools"]["hang"] != json!(1) {}
     })
     .await
     .expect("the upstream never saw the call");
-    let start = std::time::Instant::now();
-    while pids_with(&marker).is_empty() {
-        assert!(
-            start.elapsed() < EVENT_TIMEOUT,
-            "the server's child did not start"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_running(&marker).await;
     let pid = d.child.id().expect("running").to_string();
     let term = || {
         let ok = std::process::Command::new("kill")
@@ -373,13 +359,5 @@ async fn a_second_sigterm_while_stopping_exits_at_once() {
         .expect("the second SIGTERM did not end mcpmux")
         .unwrap();
     assert_eq!(status.code(), Some(130), "{status}");
-    let start = std::time::Instant::now();
-    while !pids_with(&marker).is_empty() {
-        assert!(
-            start.elapsed() < EVENT_TIMEOUT,
-            "the server's group outlived mcpmux: {:?}",
-            pids_with(&marker)
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    until_gone(&marker).await;
 }

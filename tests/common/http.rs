@@ -192,6 +192,11 @@ impl HttpClient {
     }
 
     pub async fn post(&self, body: &Value) -> reqwest::Response {
+        self.try_post(body).await.unwrap()
+    }
+
+    /// [`HttpClient::post`], for a POST that may meet no answer (the daemon exits).
+    pub async fn try_post(&self, body: &Value) -> reqwest::Result<reqwest::Response> {
         self.http
             .post(&self.url)
             .header("accept", "application/json, text/event-stream")
@@ -201,7 +206,6 @@ impl HttpClient {
             .body(body.to_string())
             .send()
             .await
-            .unwrap()
     }
 
     pub async fn call(&mut self, method: &str, params: Value) -> Value {

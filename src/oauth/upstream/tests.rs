@@ -205,6 +205,18 @@ async fn token_server(answer: fn(usize) -> (u16, &'static str)) -> String {
     format!("http://{addr}")
 }
 
+/// A token endpoint granting the first refresh (the refresh token rotated to r2) and
+/// refusing every later request as a reused refresh token.
+fn rotates_once(n: usize) -> (u16, &'static str) {
+    match n {
+        0 => (
+            200,
+            r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#,
+        ),
+        _ => (400, r#"{"error":"invalid_grant"}"#),
+    }
+}
+
 #[tokio::test]
 async fn a_refresh_the_server_does_not_answer_keeps_the_login() {
     // The 5xx has no OAuth error in it: the authorization server is having trouble.
@@ -244,14 +256,7 @@ async fn a_refresh_the_server_refuses_needs_a_login() {
 async fn a_login_another_process_refreshed_is_taken_from_the_store() {
     // The first answer grants a refresh (the refresh token rotated to r2); every later
     // request is refused as a reused refresh token (b's rediscovery's included).
-    let base = token_server(|n| match n {
-        0 => (
-            200,
-            r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#,
-        ),
-        _ => (400, r#"{"error":"invalid_grant"}"#),
-    })
-    .await;
+    let base = token_server(rotates_once).await;
     let url = format!("{base}/mcp");
     let g = Grant {
         // What rediscovery finds (the server as its own authorization server).
@@ -275,14 +280,7 @@ async fn a_login_another_process_refreshed_is_taken_from_the_store() {
 /// refresh token once: the second waits for the first and goes on with its token.
 #[tokio::test]
 async fn concurrent_refreshes_spend_a_rotating_refresh_token_once() {
-    let base = token_server(|n| match n {
-        0 => (
-            200,
-            r#"{"access_token":"new","token_type":"bearer","expires_in":3600,"refresh_token":"r2"}"#,
-        ),
-        _ => (400, r#"{"error":"invalid_grant"}"#),
-    })
-    .await;
+    let base = token_server(rotates_once).await;
     let url = format!("{base}/mcp");
     let a = auth_at(&url);
     a.store

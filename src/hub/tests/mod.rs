@@ -220,6 +220,13 @@ impl Client {
         id
     }
 
+    /// Sends `notifications/cancelled` naming this client's request `id`.
+    async fn cancel(&self, id: &RawId) {
+        let params = json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()});
+        let m = Message::notification("notifications/cancelled", Some(&params));
+        self.hub.client_message(self.id, m).await.unwrap();
+    }
+
     async fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.send(method, params).await;
         let v = self.next().await;

@@ -216,11 +216,7 @@ async fn client_cancel_is_forwarded_with_the_upstream_id() {
     let mut c = r.client(json!({})).await;
     let id = c.send("tools/call", json!({"name": "slow"})).await;
     let up = r.upstream_msgs().await;
-    let cancel = Message::notification(
-        "notifications/cancelled",
-        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
-    );
-    c.hub.client_message(c.id, cancel).await.unwrap();
+    c.cancel(&id).await;
     let up2 = r.upstream_msgs().await;
     let params: Value = serde_json::from_str(up2[0].params().unwrap().get()).unwrap();
     assert_eq!(
@@ -274,11 +270,7 @@ async fn a_cancelled_list_is_not_answered() {
     let id = c.send("tools/list", json!({})).await;
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), ["tools/list"]);
-    let cancel = Message::notification(
-        "notifications/cancelled",
-        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
-    );
-    c.hub.client_message(c.id, cancel).await.unwrap();
+    c.cancel(&id).await;
     // Client messages and upstream events come on separate queues: the cancel is
     // handled before the answer is sent.
     r.sync().await;
@@ -302,11 +294,7 @@ async fn a_cancelled_subscribe_holds_nothing() {
         .await;
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), ["resources/subscribe"]);
-    let cancel = Message::notification(
-        "notifications/cancelled",
-        Some(&json!({"requestId": serde_json::from_str::<Value>(id.as_json()).unwrap()})),
-    );
-    c.hub.client_message(c.id, cancel).await.unwrap();
+    c.cancel(&id).await;
     r.sync().await;
     r.answer(&up[0], json!({})).await;
     assert_eq!(
@@ -393,11 +381,7 @@ async fn shared_reads_in_flight_count_toward_the_clients_limit() {
     assert_eq!(v["error"]["code"], -32005, "{v}");
     assert!(r.upstream_msgs().await.is_empty());
     // A cancelled read frees its place; an answered one too.
-    let cancel = Message::notification(
-        "notifications/cancelled",
-        Some(&json!({"requestId": serde_json::from_str::<Value>(first.as_json()).unwrap()})),
-    );
-    c.hub.client_message(c.id, cancel).await.unwrap();
+    c.cancel(&first).await;
     c.send("resources/read", json!({"uri": "test://c"})).await;
     assert_eq!(methods_of(&r.upstream_msgs().await), ["resources/read"]);
     // The cancelled read went on; its answer, cached, serves the next read of it, even

@@ -48,11 +48,7 @@ async fn a_server_request_ends_with_the_request_it_belongs_to() {
         assert_eq!(got["method"], "sampling/createMessage");
         if cancel {
             r.sync().await;
-            let n = Message::notification(
-                "notifications/cancelled",
-                Some(&json!({"requestId": serde_json::from_str::<Value>(call.as_json()).unwrap()})),
-            );
-            a.hub.client_message(a.id, n).await.unwrap();
+            a.cancel(&call).await;
         } else {
             r.answer(&up[0], json!({"content": []})).await;
         }

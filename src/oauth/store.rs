@@ -2,8 +2,9 @@
 //! `keyring` crate: macOS Keychain, Windows Credential Manager, Secret Service), or
 //! one file per entry with mode 0600 (`[auth] store`, `store_dir`).
 //!
-//! Owns the backend choice ("auto" probes the keychain once and falls back to the file)
-//! and the entries' serialized form. Never logs an entry's content, and never hands a
+//! Owns the backend choice ("auto" probes the keychain once and falls back to the file),
+//! the entries' serialized form, and the per-login refresh lock that processes sharing
+//! the store take turns through. Never logs an entry's content, and never hands a
 //! secret to `Debug` (see [`Grant`]'s and [`Registration`]'s `Debug`).
 //!
 //! Entries: `grant/<server name>` (what a login yielded for one upstream) and
@@ -11,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -86,6 +88,15 @@ impl std::fmt::Debug for Grant {
     }
 }
 
+/// How often a refresh waiting for another process's lock tries again.
+const LOCK_POLL: Duration = Duration::from_millis(25);
+
+/// A held refresh lock ([`TokenStore::lock_grant`]); closing the file releases it.
+#[derive(Debug)]
+pub struct GrantLock {
+    _file: std::fs::File,
+}
+
 /// The token store of one mcpmux config.
 #[derive(Debug)]
 pub struct TokenStore {
@@ -153,6 +164,39 @@ impl TokenStore {
     /// Forgets a server's tokens; `Ok(false)` when there were none.
     pub async fn forget_grant(&self, server: &str) -> Result<bool, OAuthError> {
         self.delete(&format!("grant/{server}")).await
+    }
+
+    /// Takes `server`'s refresh lock, shared by every process on this store (a lock
+    /// file beside the entries, also when they live in the keychain), so that one
+    /// refresh at a time spends a rotating refresh token. Waits at most `wait`;
+    /// `None` when the lock could not be had (no such file can be made, or another
+    /// process held it all that time): the caller goes on without it, as before
+    /// there was one. Released when the guard drops (or the process ends).
+    pub async fn lock_grant(&self, server: &str, wait: Duration) -> Option<GrantLock> {
+        let path = self.path(&format!("lock/{server}")).with_extension("lock");
+        let file = match open_lock_file(&self.dir, &path) {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "no refresh lock file; refreshing without one");
+                return None;
+            }
+        };
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Some(GrantLock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) => {}
+                Err(std::fs::TryLockError::Error(e)) => {
+                    tracing::debug!(path = %path.display(), error = %e, "the refresh lock cannot be taken; refreshing without it");
+                    return None;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(upstream = %server, path = %path.display(), "another process held the refresh lock for {wait:?}; refreshing without it");
+                return None;
+            }
+            tokio::time::sleep(LOCK_POLL).await;
+        }
     }
 
     pub async fn load_client(&self, issuer: &str) -> Result<Option<Registration>, OAuthError> {
@@ -305,10 +349,21 @@ fn default_dir() -> Option<PathBuf> {
     Some(base.join("mcpmux").join("oauth"))
 }
 
-/// Writes `bytes` to `path` atomically, readable by the owner only (0600 in a 0700
-/// folder on Unix): a temporary file created with that mode, then renamed.
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
+/// Opens (creating) a lock file, readable by the owner only, in the store's folder.
+fn open_lock_file(dir: &Path, path: &Path) -> std::io::Result<std::fs::File> {
+    private_dir(dir)?;
+    let mut opts = std::fs::OpenOptions::new();
+    opts.read(true).write(true).create(true).truncate(false);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        opts.mode(0o600);
+    }
+    opts.open(path)
+}
+
+/// Creates the store's folder (0700 on Unix) if it is not there.
+fn private_dir(dir: &Path) -> std::io::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
@@ -316,7 +371,14 @@ fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
         builder.mode(0o700);
     }
-    builder.create(dir)?;
+    builder.create(dir)
+}
+
+/// Writes `bytes` to `path` atomically, readable by the owner only (0600 in a 0700
+/// folder on Unix): a temporary file created with that mode, then renamed.
+fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    private_dir(dir)?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let mut opts = std::fs::OpenOptions::new();
     opts.write(true).create(true).truncate(true);

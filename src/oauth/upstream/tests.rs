@@ -293,3 +293,41 @@ async fn concurrent_refreshes_spend_a_rotating_refresh_token_once() {
     assert_eq!(a.bearer().as_deref(), Some("new"));
     assert_eq!(a.refresh_in().map(|d| d > Duration::ZERO), Some(true));
 }
+
+/// Two processes on one store refreshing the same login at the same moment (each with
+/// its own in-process gate): the store's lock makes them take turns, so the rotating
+/// refresh token is spent once and both end with the new token.
+#[tokio::test]
+async fn two_processes_refreshing_at_once_spend_a_rotating_refresh_token_once() {
+    let base = token_server(rotates_once).await;
+    let url = format!("{base}/mcp");
+    let (a, b) = (auth_at(&url), auth_at(&url));
+    a.store
+        .save_grant("up", &grant_for(&url, "old", &format!("{base}/token")))
+        .await
+        .unwrap();
+    assert_eq!(a.prepare().await, Prepared::Ready);
+    assert_eq!(b.prepare().await, Prepared::Ready);
+    let (first, second) = tokio::join!(a.refresh_now(), b.refresh_now());
+    assert!(first && second, "both refreshes end with a token");
+    assert_eq!(a.bearer().as_deref(), Some("new"));
+    assert_eq!(b.bearer().as_deref(), Some("new"));
+}
+
+/// A refresh lock another process holds for longer than the wait does not stop the
+/// refresh: it goes on without the lock.
+#[tokio::test]
+async fn a_refresh_lock_held_too_long_is_waited_for_then_skipped() {
+    let a = auth();
+    let held = a.store.lock_grant("up", Duration::ZERO).await;
+    assert!(held.is_some(), "a free lock is taken at once");
+    let started = tokio::time::Instant::now();
+    let second = a.store.lock_grant("up", Duration::from_millis(100)).await;
+    assert!(second.is_none(), "the lock is held elsewhere");
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    drop(held);
+    assert!(
+        a.store.lock_grant("up", Duration::ZERO).await.is_some(),
+        "a released lock is free again"
+    );
+}

@@ -370,8 +370,8 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         "\n### fanout, burst: the upstream emits K updates as fast as it can; N clients hold the URI (receivers: {:?})\n",
         args.parse
     );
-    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/best raw | server CPU µs/delivery | events per client read | latency p50 ms | p99 ms | max ms |");
-    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| N | K | side | delivered / expected | wall ms | deliveries/s | mcpmux/best raw | server CPU µs/delivery | rest of the machine's CPU µs/delivery | machine busy | events per client read | latency p50 ms | p99 ms | max ms |");
+    println!("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (n, m, r, rb) in &rows {
         let best = r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9);
         let ratio = m.burst.per_sec() / best;
@@ -389,7 +389,7 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         for (side, f, ratio) in sides.into_iter().take(if args.no_raw { 1 } else { 3 }) {
             let b = &f.burst;
             println!(
-                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {:.0} | {} | {} | {} |",
+                "| {} | {} | {side} | {} / {} | {} | {} | {ratio} | {:.2} | {:.2} | {:.0} % | {:.0} | {} | {} | {} |",
                 group(*n as u64),
                 group(b.k),
                 group(b.delivered),
@@ -397,6 +397,8 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
                 dms(b.wall),
                 rate(b.per_sec()),
                 b.cpu_us_per_delivery(),
+                b.rest_us_per_delivery(),
+                b.machine_busy_pct(),
                 b.events_per_read(),
                 ms(b.lat.p50),
                 ms(b.lat.p99),

@@ -590,6 +590,47 @@ pub fn ns_since(start: Instant) -> u64 {
 /// CPU time (user + system) of this process's threads whose name starts with `prefix`,
 /// from `/proc/self/task/*/stat`; zero where `/proc` is unavailable. Resolution is one
 /// clock tick (usually 10 ms), so use it on runs of a second or more.
+/// The machine's CPU time so far, from `/proc/stat`: (busy, all), summed over every
+/// core (busy: all but idle and I/O wait). Zero where there is no `/proc/stat`.
+pub fn machine_cpu() -> MachineCpu {
+    let Ok(stat) = std::fs::read_to_string("/proc/stat") else {
+        return MachineCpu::default();
+    };
+    let Some(line) = stat.lines().find(|l| l.starts_with("cpu ")) else {
+        return MachineCpu::default();
+    };
+    let ticks: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user).
+    let all: u64 = ticks.iter().take(8).sum();
+    let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+    // CLK_TCK is 100 on every Linux configuration this runs on.
+    MachineCpu {
+        busy: Duration::from_millis(all.saturating_sub(idle) * 10),
+        all: Duration::from_millis(all * 10),
+    }
+}
+
+/// A reading of [`machine_cpu`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MachineCpu {
+    pub busy: Duration,
+    pub all: Duration,
+}
+
+impl MachineCpu {
+    /// What was used between `earlier` and this reading.
+    pub fn since(self, earlier: MachineCpu) -> MachineCpu {
+        MachineCpu {
+            busy: self.busy.saturating_sub(earlier.busy),
+            all: self.all.saturating_sub(earlier.all),
+        }
+    }
+}
+
 pub fn thread_cpu(prefix: &str) -> Duration {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else {
         return Duration::ZERO;

@@ -13,7 +13,7 @@ use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
-use super::client::{http_pool, ns_since, Parse, Session};
+use super::client::{http_pool, ns_since, MachineCpu, Parse, Session};
 use super::scenarios::{drain_samples, upstream_count, wait_for, Bench, Burst, URI};
 use super::stats::{pct, Pct};
 
@@ -125,6 +125,7 @@ pub async fn peer_fanout(
         wall,
         lat: pct(&mut lats),
         server_cpu: Duration::ZERO,
+        machine: MachineCpu::default(),
         reads: 0,
     })
 }

@@ -16,8 +16,8 @@ use serde_json::{json, Value};
 use tokio::runtime::Handle;
 
 use super::client::{
-    http_pool, ns_since, open_listen, receive, stateless_tool, thread_cpu, LineClient, Parse,
-    Receiver, Session, Tally,
+    http_pool, machine_cpu, ns_since, open_listen, receive, stateless_tool, thread_cpu, LineClient,
+    MachineCpu, Parse, Receiver, Session, Tally,
 };
 use super::proxy::{config_toml, config_toml_era, Daemon, Limits, Proxy, TempFile};
 use super::raw::RawServer;
@@ -367,6 +367,9 @@ pub struct Burst {
     pub lat: Pct,
     /// CPU used by the server runtime's threads during the burst (zero if unmeasured).
     pub server_cpu: Duration,
+    /// The whole machine's CPU during the burst: what the server used, the clients, the
+    /// upstream and the kernel's work for them (and anything else running).
+    pub machine: MachineCpu,
     /// Body chunks the light receivers read during the burst (zero for full ones).
     pub reads: u64,
 }
@@ -387,6 +390,22 @@ impl Burst {
     /// Server CPU per delivery, in microseconds.
     pub fn cpu_us_per_delivery(&self) -> f64 {
         self.server_cpu.as_secs_f64() * 1e6 / self.delivered.max(1) as f64
+    }
+
+    /// The rest of the machine's CPU per delivery (clients, upstream, everything but
+    /// the server's threads), in microseconds.
+    pub fn rest_us_per_delivery(&self) -> f64 {
+        self.machine
+            .busy
+            .saturating_sub(self.server_cpu)
+            .as_secs_f64()
+            * 1e6
+            / self.delivered.max(1) as f64
+    }
+
+    /// How busy the machine's cores were during the burst, in percent.
+    pub fn machine_busy_pct(&self) -> f64 {
+        100.0 * self.machine.busy.as_secs_f64() / self.machine.all.as_secs_f64().max(1e-9)
     }
 }
 
@@ -522,6 +541,7 @@ pub async fn fanout_holders_on(
     let coalesced0 = b.core()?.hub.stats().await?.coalesced;
     let reads0 = b.tally.reads();
     let cpu0 = env.server_cpu();
+    let machine0 = machine_cpu();
     let t = Instant::now();
     b.control
         .tool(
@@ -532,6 +552,7 @@ pub async fn fanout_holders_on(
     let got = wait_for(&b.tally, before + expected).await - before;
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
+    let machine = machine_cpu().since(machine0);
     let reads = b.tally.reads() - reads0;
     let mut lats: Vec<u64> = drain_samples(&b.receivers).iter().map(|s| s.1).collect();
     let stats = b.core()?.hub.stats().await?;
@@ -550,6 +571,7 @@ pub async fn fanout_holders_on(
             wall,
             lat: pct(&mut lats),
             server_cpu,
+            machine,
             reads,
         },
         peak_queue: stats.peak_queue,
@@ -603,11 +625,13 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
     tally.expect(before + expected);
     let reads0 = tally.reads();
     let cpu0 = env.server_cpu();
+    let machine0 = machine_cpu();
     let t = Instant::now();
     server.broadcast(URI, k, next_id, batch).await?;
     let got = wait_for(&tally, before + expected).await - before;
     let wall = t.elapsed();
     let server_cpu = env.server_cpu().saturating_sub(cpu0);
+    let machine = machine_cpu().since(machine0);
     let reads = tally.reads() - reads0;
     let mut lats: Vec<u64> = drain_samples(&receivers).iter().map(|s| s.1).collect();
     server.close_streams();
@@ -622,6 +646,7 @@ pub async fn fanout_raw(env: &Env, n: usize, k: u64, iso: u64, batch: u64) -> Re
             wall,
             lat: pct(&mut lats),
             server_cpu,
+            machine,
             reads,
         },
         peak_queue: 0,

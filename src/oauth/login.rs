@@ -133,6 +133,13 @@ pub async fn login(
         &scopes,
     )
     .await?;
+    // A refresh another process is making of the old login saves first, and this
+    // login then replaces it (the refreshing process takes it from the store at its
+    // next refresh or 401).
+    let _turn = t
+        .store
+        .lock_grant(t.name, super::store::GRANT_LOCK_WAIT)
+        .await;
     t.store.save_grant(t.name, &grant).await?;
     tracing::info!(upstream = %t.name, issuer = %meta.issuer, "logged in");
     Ok(grant)

@@ -88,6 +88,10 @@ impl std::fmt::Debug for Grant {
     }
 }
 
+/// How long a refresh or a login's save waits for another process's refresh of the
+/// same login: one token request's bound and a little more for the store write.
+pub const GRANT_LOCK_WAIT: Duration = Duration::from_secs(super::REQUEST_TIMEOUT.as_secs() + 5);
+
 /// How often a refresh waiting for another process's lock tries again.
 const LOCK_POLL: Duration = Duration::from_millis(25);
 

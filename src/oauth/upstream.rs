@@ -38,10 +38,6 @@ pub const MAX_STEP_UPS: u32 = 2;
 /// token's lifetime for short-lived tokens).
 pub const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 
-/// How long a refresh waits for another process's refresh of the same login: one
-/// token request's bound and a little more for the store write.
-const REFRESH_LOCK_WAIT: Duration = Duration::from_secs(super::REQUEST_TIMEOUT.as_secs() + 5);
-
 /// The least time between two refreshes in one session (default 1 s): a server that
 /// hands out tokens living a second or less must not get a refresh loop.
 pub const MIN_REFRESH_GAP: Duration = Duration::from_secs(1);
@@ -234,7 +230,10 @@ impl UpstreamAuth {
         }
         // Other processes on this store take turns too, and the store is read again
         // under the lock: the grant one of them refreshed meanwhile is the one to use.
-        let _shared_turn = self.store.lock_grant(&self.name, REFRESH_LOCK_WAIT).await;
+        let _shared_turn = self
+            .store
+            .lock_grant(&self.name, super::store::GRANT_LOCK_WAIT)
+            .await;
         let Some(mut grant) = self.lock().grant.clone() else {
             return Err(flow::RefreshError::Refused(super::OAuthError::Flow(
                 "no token".into(),

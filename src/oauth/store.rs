@@ -92,10 +92,10 @@ impl std::fmt::Debug for Grant {
 /// same login: one token request's bound and a little more for the store write.
 pub const GRANT_LOCK_WAIT: Duration = Duration::from_secs(super::REQUEST_TIMEOUT.as_secs() + 5);
 
-/// How often a refresh waiting for another process's lock tries again.
+/// How often a wait for another process's lock of a login tries again.
 const LOCK_POLL: Duration = Duration::from_millis(25);
 
-/// A held refresh lock ([`TokenStore::lock_grant`]); closing the file releases it.
+/// A held login lock ([`TokenStore::lock_grant`]); closing the file releases it.
 #[derive(Debug)]
 pub struct GrantLock {
     _file: std::fs::File,
@@ -170,7 +170,7 @@ impl TokenStore {
         self.delete(&format!("grant/{server}")).await
     }
 
-    /// Takes `server`'s refresh lock, shared by every process on this store (a lock
+    /// Takes the lock of `server`'s login, shared by every process on this store (a lock
     /// file beside the entries, also when they live in the keychain), so that one
     /// refresh at a time spends a rotating refresh token. Waits at most `wait`;
     /// `None` when the lock could not be had (no such file can be made, or another
@@ -181,7 +181,7 @@ impl TokenStore {
         let file = match open_lock_file(&self.dir, &path) {
             Ok(f) => f,
             Err(e) => {
-                tracing::debug!(path = %path.display(), error = %e, "no refresh lock file; refreshing without one");
+                tracing::debug!(path = %path.display(), error = %e, "the login's lock file cannot be made; going on without the lock");
                 return None;
             }
         };
@@ -191,12 +191,12 @@ impl TokenStore {
                 Ok(()) => return Some(GrantLock { _file: file }),
                 Err(std::fs::TryLockError::WouldBlock) => {}
                 Err(std::fs::TryLockError::Error(e)) => {
-                    tracing::debug!(path = %path.display(), error = %e, "the refresh lock cannot be taken; refreshing without it");
+                    tracing::debug!(path = %path.display(), error = %e, "the login's lock cannot be taken; going on without it");
                     return None;
                 }
             }
             if tokio::time::Instant::now() >= deadline {
-                tracing::warn!(upstream = %server, path = %path.display(), "another process held the refresh lock for {wait:?}; refreshing without it");
+                tracing::warn!(upstream = %server, path = %path.display(), "another process held the login's lock for {wait:?}; going on without it");
                 return None;
             }
             tokio::time::sleep(LOCK_POLL).await;
@@ -444,6 +444,29 @@ mod tests {
         assert!(store.forget_grant("a").await.unwrap());
         assert!(!store.forget_grant("a").await.unwrap());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// A lock held elsewhere (another open file: another process) is waited for, at
+    /// most the wait given, then given up (the caller goes on without it); released,
+    /// it is free again.
+    #[tokio::test]
+    async fn a_held_login_lock_is_waited_for_then_given_up() {
+        let store = TokenStore::for_test("lock");
+        let held = store.lock_grant("up", Duration::ZERO).await;
+        assert!(held.is_some(), "a free lock is taken at once");
+        let started = tokio::time::Instant::now();
+        let second = store.lock_grant("up", Duration::from_millis(100)).await;
+        assert!(second.is_none(), "the lock is held elsewhere");
+        assert!(started.elapsed() >= Duration::from_millis(100));
+        assert!(
+            store.lock_grant("other", Duration::ZERO).await.is_some(),
+            "each login has its own lock"
+        );
+        drop(held);
+        assert!(
+            store.lock_grant("up", Duration::ZERO).await.is_some(),
+            "a released lock is free again"
+        );
     }
 
     #[test]

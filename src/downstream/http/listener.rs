@@ -4,7 +4,9 @@
 //! Owns: accepting connections, the bound on open connections
 //! (`limits.max_connections`), the request-header read timeout
 //! (`limits.header_read_timeout_ms`), the HTTP/1 settings ([`http1_builder`]), riding
-//! out accept errors, and the graceful drain on shutdown.
+//! out accept errors, running a stream handed off from hyper ([`super::handoff`])
+//! in a task of its own that keeps the connection's slot, and the graceful drain on
+//! shutdown.
 //! Never: looks at a request (the router does), refuses or resets a connection because
 //! of the bound, stops serving because accept failed, or cuts a response short on
 //! shutdown.
@@ -38,9 +40,11 @@
 //! - **Shutdown**: stop accepting and close the listener, then hyper's graceful
 //!   shutdown of every connection: an idle one closes at once, one with a request in
 //!   flight finishes its response first (SSE streams end when their sessions end on the
-//!   same token), one still sending its header has until the header timeout. [`serve`]
-//!   returns when every connection is closed, or after [`CLOSE_GRACE`], leaving those
-//!   still open (a stalled request body) to the process's exit.
+//!   same token), one still sending its header has until the header timeout; a
+//!   handed-off stream ends when its source does (a listen's on the same token) and writes
+//!   its chunked end. [`serve`] returns when every connection and handed-off stream is
+//!   closed, or after [`CLOSE_GRACE`], leaving those still open (a stalled request
+//!   body) to the process's exit.
 //! - **Small SSE writes** must not wait for Nagle: `TCP_NODELAY` on every connection.
 
 use std::sync::Arc;
@@ -54,9 +58,11 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use super::episode::Episodes;
+use super::handoff::{Handoff, HandoffIo, HandoffService};
 
 /// Vectored writes on HTTP/1 connections: `None` keeps hyper's default (it detects
 /// whether the socket supports them). A one-line change for measuring the alternative.
@@ -101,6 +107,7 @@ pub(super) async fn serve(
     let builder = http1_builder(&limits);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
+    let tasks = TaskTracker::new();
     let mut at_bound = Episodes::new(WARN_QUIET);
     let mut failing = Episodes::new(WARN_QUIET);
     let mut backoff = ACCEPT_BACKOFF_MIN;
@@ -173,21 +180,34 @@ pub(super) async fn serve(
             }
         }
         let _ = tcp.set_nodelay(true);
-        let service = TowerToHyperService::new(router.clone());
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
-        tokio::spawn(async move {
+        let handoff = Arc::new(Handoff::default());
+        let io = TokioIo::new(HandoffIo::new(tcp, handoff.clone()));
+        let service =
+            HandoffService::new(TowerToHyperService::new(router.clone()), handoff.clone());
+        let conn = graceful.watch(builder.serve_connection(io, service));
+        let tasks = tasks.clone();
+        tasks.clone().spawn(async move {
             if let Err(e) = conn.await {
                 debug!(%peer, error = %e, "connection ended with an error");
             }
-            drop(permit);
+            // A handed-off stream goes on in a task of its own, with the connection's
+            // slot; this one (and hyper's connection with it) ends here.
+            if let Some(stream) = handoff.take() {
+                tasks.spawn(async move {
+                    stream.write().await;
+                    drop(permit);
+                });
+            }
         });
     }
     drop(listener);
-    debug!(open = graceful.count(), "draining connections");
-    if tokio::time::timeout(CLOSE_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    tasks.close();
+    debug!(open = tasks.len(), "draining connections");
+    let drained = async {
+        graceful.shutdown().await;
+        tasks.wait().await;
+    };
+    if tokio::time::timeout(CLOSE_GRACE, drained).await.is_err() {
         // A client stalled in a request body, or a stream that did not end: shutdown
         // does not wait on it (the process's exit closes it).
         tracing::warn!(grace = ?CLOSE_GRACE, "connections still open after the grace; not waiting for them");

@@ -31,6 +31,7 @@ mod endpoints;
 mod episode;
 mod events_body;
 mod guard;
+mod handoff;
 mod listener;
 mod post;
 mod request_stream;
@@ -394,9 +395,17 @@ async fn get(app: Arc<App>, headers: &HeaderMap, view: ViewId) -> Response {
             code::INVALID_REQUEST,
             "Last-Event-ID names a stream this session no longer keeps: it cannot be resumed",
         ),
-        Ok(session::GetAck::Resumed) => sse_response(rx),
-        Ok(session::GetAck::Stream(body)) => sse_response_with(Body::new(body)),
+        Ok(session::GetAck::Resumed) => handed_off(sse_response(rx)),
+        Ok(session::GetAck::Stream(body)) => handed_off(sse_response_with(Body::new(body))),
     }
+}
+
+/// `resp`, marked to be written off hyper's connection once its head is out
+/// ([`handoff`]): for the streams that stay open for long (a session's GET stream, a
+/// listen), so an idle one costs no HTTP/1 buffers.
+fn handed_off(mut resp: Response) -> Response {
+    resp.extensions_mut().insert(handoff::HandOff);
+    resp
 }
 
 /// DELETE: end the session.

@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 
 use super::guard::Accepts;
 use super::request_stream::{Request, RequestStream};
-use super::{header_str, json_response, sse_response_with, App, TRANSPORT_ERROR};
+use super::{handed_off, header_str, json_response, sse_response_with, App, TRANSPORT_ERROR};
 use crate::downstream::link::{ClientKind, ClientLink};
 use crate::downstream::outbox::{OutKind, Outbox};
 use crate::protocol::methods::{self, progress_token};
@@ -124,7 +124,10 @@ pub(super) async fn handle(
             listen,
         };
         let body = RequestStream::new(outbox, link, client, request, app.shutdown.clone());
-        return sse_response_with(axum::body::Body::new(body));
+        let resp = sse_response_with(axum::body::Body::new(body));
+        // A listen streams until one side ends it; other answers end with their
+        // response and keep their connection.
+        return if listen { handed_off(resp) } else { resp };
     }
     // JSON: wait here for the response; if the client goes away first, the guard
     // ends the request's client (cancelling it upstream).

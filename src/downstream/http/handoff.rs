@@ -46,24 +46,26 @@ const CHUNKED_END: &[u8] = b"0\r\n\r\n";
 #[derive(Clone, Copy, Debug)]
 pub(super) struct HandOff;
 
-/// What one connection's service, socket wrapper and task share.
+/// What one connection's service, socket wrapper and task share. Small on every
+/// connection: the parts are allocated only for a response that is handed off.
 #[derive(Default)]
 pub(super) struct Handoff {
     /// Set when the swapped body was polled: from then on [`HandoffIo`] holds back.
     armed: AtomicBool,
-    parts: Mutex<Parts>,
+    parts: Mutex<Option<Box<Parts>>>,
 }
 
-#[derive(Default)]
 struct Parts {
     /// The handed-off response's real body.
-    body: Option<Body>,
-    /// The socket and what hyper wrote after arming, once hyper shut the connection.
-    socket: Option<(TcpStream, Vec<u8>)>,
+    body: Body,
+    /// What hyper wrote after arming.
+    held: Vec<u8>,
+    /// The socket, once hyper shut the connection down.
+    tcp: Option<TcpStream>,
 }
 
 impl Handoff {
-    fn parts(&self) -> std::sync::MutexGuard<'_, Parts> {
+    fn parts(&self) -> std::sync::MutexGuard<'_, Option<Box<Parts>>> {
         self.parts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -73,9 +75,13 @@ impl Handoff {
     /// over. `None` for every connection that ended otherwise.
     pub(super) fn take(&self) -> Option<HandedOff> {
         let mut parts = self.parts();
-        let (tcp, held) = parts.socket.take()?;
-        let body = parts.body.take()?;
-        Some(HandedOff { tcp, held, body })
+        parts.as_ref()?.tcp.as_ref()?;
+        let Parts { body, held, tcp } = *parts.take()?;
+        Some(HandedOff {
+            tcp: tcp?,
+            held,
+            body,
+        })
     }
 }
 
@@ -84,7 +90,7 @@ impl Handoff {
 pub(super) struct HandoffIo {
     tcp: Option<TcpStream>,
     handoff: Arc<Handoff>,
-    held: Option<Vec<u8>>,
+    holding: bool,
 }
 
 impl HandoffIo {
@@ -92,17 +98,26 @@ impl HandoffIo {
         HandoffIo {
             tcp: Some(tcp),
             handoff,
-            held: None,
+            holding: false,
         }
     }
 
     /// Whether writes are held back now (checked at each write: arming happens between
     /// hyper's writes, never within one).
     fn holding(&mut self) -> bool {
-        if self.held.is_none() && self.handoff.armed.load(Ordering::Acquire) {
-            self.held = Some(Vec::new());
+        self.holding = self.holding || self.handoff.armed.load(Ordering::Acquire);
+        self.holding
+    }
+
+    /// Holds `bufs` back; how many bytes that was.
+    fn hold<'a>(&self, bufs: impl Iterator<Item = &'a [u8]>) -> usize {
+        let mut parts = self.handoff.parts();
+        let held = &mut parts.as_mut().expect("armed only with parts").held;
+        let before = held.len();
+        for buf in bufs {
+            held.extend_from_slice(buf);
         }
-        self.held.is_some()
+        held.len() - before
     }
 
     fn tcp(&mut self) -> io::Result<Pin<&mut TcpStream>> {
@@ -130,8 +145,7 @@ impl AsyncWrite for HandoffIo {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         if self.holding() {
-            self.held.as_mut().expect("holding").extend_from_slice(buf);
-            return Poll::Ready(Ok(buf.len()));
+            return Poll::Ready(Ok(self.hold(std::iter::once(buf))));
         }
         self.tcp()?.poll_write(cx, buf)
     }
@@ -142,10 +156,7 @@ impl AsyncWrite for HandoffIo {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         if self.holding() {
-            let held = self.held.as_mut().expect("holding");
-            let before = held.len();
-            bufs.iter().for_each(|b| held.extend_from_slice(b));
-            return Poll::Ready(Ok(held.len() - before));
+            return Poll::Ready(Ok(self.hold(bufs.iter().map(|b| &b[..]))));
         }
         self.tcp()?.poll_write_vectored(cx, bufs)
     }
@@ -163,9 +174,9 @@ impl AsyncWrite for HandoffIo {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if self.holding() {
-            let held = self.held.take().expect("holding");
-            if let Some(tcp) = self.tcp.take() {
-                self.handoff.parts().socket = Some((tcp, held));
+            let tcp = self.tcp.take();
+            if let Some(parts) = self.handoff.parts().as_mut() {
+                parts.tcp = tcp;
             }
             return Poll::Ready(Ok(()));
         }
@@ -228,13 +239,17 @@ where
             return Poll::Ready(Ok(resp));
         };
         let mut parts = handoff.parts();
-        if parts.body.is_some() {
+        if parts.is_some() {
             // A second marked response on the connection: the first one's head closes
             // the connection, so this one is never written; hyper drops it.
             return Poll::Ready(Ok(resp));
         }
         let ends = Body::new(EndsAtOnce(handoff.clone()));
-        parts.body = Some(std::mem::replace(resp.body_mut(), ends));
+        *parts = Some(Box::new(Parts {
+            body: std::mem::replace(resp.body_mut(), ends),
+            held: Vec::new(),
+            tcp: None,
+        }));
         resp.headers_mut()
             .insert(header::CONNECTION, HeaderValue::from_static("close"));
         Poll::Ready(Ok(resp))

@@ -306,7 +306,11 @@ async fn the_socket_passes_writes_through_until_armed_then_holds_them_for_the_ha
     io.write_all(b"earlier answer|").await.unwrap();
     let (fed, rx) = mpsc::unbounded_channel();
     let (tx, _dropped) = oneshot::channel();
-    handoff.parts().body = Some(Body::new(Fed { rx, _dropped: tx }));
+    *handoff.parts() = Some(Box::new(Parts {
+        body: Body::new(Fed { rx, _dropped: tx }),
+        held: Vec::new(),
+        tcp: None,
+    }));
     handoff.armed.store(true, Ordering::Release);
     io.write_all(b"HEAD\r\n\r\n").await.unwrap();
     let end = [io::IoSlice::new(b"0\r\n"), io::IoSlice::new(b"\r\n")];

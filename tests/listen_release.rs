@@ -39,6 +39,11 @@ async fn stats_until(c: &mut HttpClient, what: &str, ok: impl Fn(&Value) -> bool
 /// Opens a listen for `uri` on a raw TCP connection and returns it once the
 /// acknowledgement has arrived.
 async fn raw_listen(url: &str, uri: &str) -> TcpStream {
+    raw_listen_read(url, uri).await.0
+}
+
+/// [`raw_listen`], with what was read up to the acknowledgement (the head too).
+async fn raw_listen_read(url: &str, uri: &str) -> (TcpStream, Vec<u8>) {
     let authority = url
         .strip_prefix("http://")
         .and_then(|r| r.split('/').next())
@@ -74,7 +79,38 @@ async fn raw_listen(url: &str, uri: &str) -> TcpStream {
         "{}",
         String::from_utf8_lossy(&got)
     );
-    s
+    (s, got)
+}
+
+#[tokio::test]
+async fn a_listen_is_written_on_its_own_connection_and_shutdown_ends_it_cleanly() {
+    let listen = "[listen]\nhttp = \"127.0.0.1:0\"\n";
+    let mut d = Daemon::start(&scripted_config(listen, "", "")).await;
+    let (mut s, got) = raw_listen_read(&d.url, GONE).await;
+    let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
+    // Off hyper's connection (src/downstream/http/handoff.rs): chunked, and the
+    // connection is the stream's alone.
+    assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
+    assert!(
+        head.contains("\r\ntransfer-encoding: chunked\r\n"),
+        "{head}"
+    );
+    assert!(
+        head.contains("\r\ncontent-type: text/event-stream\r\n"),
+        "{head}"
+    );
+    let status = d.terminate().await;
+    assert!(status.success(), "{status:?}");
+    let mut rest = Vec::new();
+    tokio::time::timeout(EVENT_TIMEOUT, s.read_to_end(&mut rest))
+        .await
+        .expect("the stream ends at shutdown")
+        .expect("a clean close, not a reset");
+    assert!(
+        rest.ends_with(b"0\r\n\r\n"),
+        "the chunked end last: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
 }
 
 #[tokio::test]

@@ -20,7 +20,8 @@
 //! has no chunked framing; hyper writes it as before), writes the stream when hyper's
 //! held bytes do not end with the chunked end it was given (the connection is closed
 //! and the body dropped), or reads a request after the hand-off (what the client sends
-//! then is read and discarded: the head said `Connection: close`).
+//! then is read and discarded, up to [`DISCARD_LIMIT`], then the connection is closed:
+//! the head said `Connection: close`).
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -40,6 +41,9 @@ use tracing::debug;
 
 /// The end of a chunked body.
 const CHUNKED_END: &[u8] = b"0\r\n\r\n";
+/// What a handed-off stream's client may send (and have discarded) before its
+/// connection is closed: room for requests it pipelined before it saw the head.
+const DISCARD_LIMIT: usize = 64 * 1024;
 
 /// Marks a response whose body may be written on the bare socket (module docs). Only
 /// for bodies that stream for long: the connection closes when the body ends.
@@ -308,14 +312,23 @@ impl HandedOff {
         }
         drop(held);
         let mut scratch = [0u8; 64];
+        let mut discarded = 0usize;
         loop {
             let frame = tokio::select! {
                 biased;
                 frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)) => frame,
                 read = rd.read(&mut scratch) => match read {
                     // What the client sends after a `Connection: close` head is not read
-                    // as a request.
-                    Ok(n) if n > 0 => continue,
+                    // as a request (a request it pipelined before seeing the head); a
+                    // client that keeps sending is cut off.
+                    Ok(n) if n > 0 => {
+                        discarded += n;
+                        if discarded <= DISCARD_LIMIT {
+                            continue;
+                        }
+                        debug!(discarded, "handed-off stream: the client kept sending; closing");
+                        return;
+                    }
                     _ => return,
                 },
             };

@@ -190,6 +190,30 @@ async fn a_client_that_leaves_drops_the_handed_off_body() {
 }
 
 #[tokio::test]
+async fn a_client_that_keeps_sending_after_the_head_is_cut_off() {
+    let mut server = server(16).await;
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(STREAM_REQUEST).await.unwrap();
+    let stream = next_stream(&mut server).await;
+    let mut got = Vec::new();
+    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    // Within the limit: discarded, the stream goes on.
+    s.write_all(&[b'x'; 1024]).await.unwrap();
+    stream
+        .feed
+        .send(Bytes::from_static(b"data: still\n\n"))
+        .unwrap();
+    read_until(&mut s, &mut got, b"data: still").await;
+    // Past it: the connection is closed and the body dropped.
+    let flood = vec![b'x'; DISCARD_LIMIT + 1];
+    let _ = s.write_all(&flood).await; // may fail once the server closes
+    tokio::time::timeout(WAIT, stream.dropped)
+        .await
+        .expect("the body is dropped")
+        .expect_err("dropped, not sent to");
+}
+
+#[tokio::test]
 async fn a_request_pipelined_before_the_stream_is_answered_first() {
     let mut server = server(16).await;
     let mut s = TcpStream::connect(server.addr).await.unwrap();

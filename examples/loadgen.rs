@@ -660,13 +660,15 @@ async fn run_memory(args: &Args, env: &Env) -> Result<()> {
         bail!("memory needs target/<profile>/mcpmux: cargo build --release --bins");
     };
     println!("\n### memory: RSS of `mcpmux serve` (child process) with idle sessions and held subscriptions\n");
-    println!("| sessions | subscriptions | upstream URIs subscribed | RSS baseline MiB | RSS with sessions MiB | bytes / session | RSS with subscriptions MiB | bytes / subscription |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("| sessions | subscriptions | upstream URIs subscribed | RSS baseline MiB | RSS with sessions MiB | bytes / session | RSS with subscriptions MiB | bytes / subscription | one update to all, ms |");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut to_sessions = std::collections::HashMap::new();
     for (i, &s) in args.sessions.iter().enumerate() {
         let uris = if i == 0 { args.uris } else { 0 };
         let r = memory(&mcpmux, &env.bins.scripted, s, uris).await?;
+        to_sessions.insert(s, r.one_update);
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             group(s as u64),
             group(r.subscriptions as u64),
             r.upstream_subscribed,
@@ -675,21 +677,26 @@ async fn run_memory(args: &Args, env: &Env) -> Result<()> {
             group(r.per_session().round() as u64),
             r.with_subscriptions.map_or("–".into(), mib),
             r.per_subscription()
-                .map_or("–".into(), |b| group(b.round() as u64))
+                .map_or("–".into(), |b| group(b.round() as u64)),
+            dms(r.one_update)
         );
     }
     let listens = args.sessions.iter().copied().max().unwrap_or(10_000);
     let r = harness::memory::memory_listens(&mcpmux, &env.bins.scripted, listens).await?;
     println!("\n### memory: idle 2026-07-28 `subscriptions/listen` streams on one URI (no session each)\n");
-    println!("| listens | RSS baseline MiB | RSS with listens MiB | bytes / listen | one update to all, ms |");
-    println!("|---:|---:|---:|---:|---:|");
+    println!("| listens | RSS baseline MiB | RSS with listens MiB | bytes / listen | one update to all, ms | ÷ to as many sessions |");
+    println!("|---:|---:|---:|---:|---:|---:|");
     println!(
-        "| {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} |",
         group(listens as u64),
         mib(r.baseline),
         mib(r.with_listens),
         group(r.per_listen().round() as u64),
-        dms(r.one_update)
+        dms(r.one_update),
+        to_sessions.get(&listens).map_or("–".into(), |s| format!(
+            "{:.2}",
+            r.one_update.as_secs_f64() / s.as_secs_f64()
+        ))
     );
     Ok(())
 }

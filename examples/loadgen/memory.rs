@@ -42,6 +42,9 @@ pub struct MemRow {
     pub with_subscriptions: Option<u64>,
     /// Distinct URIs the upstream holds subscriptions for (from its `stats`).
     pub upstream_subscribed: usize,
+    /// Time for one update of `URI` to reach every session (each holds it: subscribed
+    /// after the RSS was read when the row subscribes to nothing else).
+    pub one_update: std::time::Duration,
 }
 
 impl MemRow {
@@ -56,7 +59,8 @@ impl MemRow {
 }
 
 /// `sessions` idle sessions, then (when `uris_per_session > 0`) each subscribes to
-/// `test://static/1 ..= uris_per_session`.
+/// `test://static/1 ..= uris_per_session` (else to `URI` alone, after the RSS is read);
+/// then one update of `URI` reaching them all.
 ///
 /// # Errors
 /// Spawn, connect or subscribe failures.
@@ -83,7 +87,7 @@ pub async fn memory(
             let (uri, tally) = (uri.clone(), tally.clone());
             async move {
                 let s = Session::connect(http_ref, url).await?;
-                let r = s.open_stream(uri, tally, Parse::Full).await?;
+                let r = s.open_stream(uri, tally, Parse::Light).await?;
                 anyhow::Ok((s, r))
             }
         })
@@ -112,7 +116,18 @@ pub async fn memory(
             .try_collect::<Vec<()>>()
             .await?;
         with_subscriptions = Some(daemon.rss()?);
+    } else {
+        futures_util::stream::iter(clients.iter_mut())
+            .map(|c| async move {
+                let r = c.call("resources/subscribe", json!({"uri": URI})).await?;
+                ensure!(r.get("result").is_some(), "subscribe failed: {r}");
+                Ok(())
+            })
+            .buffer_unordered(CONNECT_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
     }
+    let one_update = one_update(&mut control, &tally, sessions).await?;
     let stats = control.tool("stats", json!({})).await?;
     let upstream_subscribed = stats["subscribed"].as_array().map_or(0, Vec::len);
     drop(clients);
@@ -123,7 +138,28 @@ pub async fn memory(
         with_sessions,
         with_subscriptions,
         upstream_subscribed,
+        one_update,
     })
+}
+
+/// Emits one update of `URI` and waits until all `holders` received it; how long that
+/// took.
+async fn one_update(
+    control: &mut Session,
+    tally: &Tally,
+    holders: usize,
+) -> Result<std::time::Duration> {
+    let before = tally.delivered();
+    tally.expect(before + holders as u64);
+    let t = std::time::Instant::now();
+    control.tool("emit_update", json!({"uri": URI})).await?;
+    let got = tally.wait(std::time::Duration::from_secs(120)).await - before;
+    let took = t.elapsed();
+    ensure!(
+        got == holders as u64,
+        "the update reached {got} of {holders} holders"
+    );
+    Ok(took)
 }
 
 /// One measurement of idle 2026-07-28 listens.
@@ -180,16 +216,7 @@ pub async fn memory_listens(mcpmux: &Path, scripted: &Path, listens: usize) -> R
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     let with_listens = daemon.rss()?;
-    let before = tally.delivered();
-    tally.expect(before + listens as u64);
-    let t = std::time::Instant::now();
-    control.tool("emit_update", json!({"uri": URI})).await?;
-    let got = tally.wait(std::time::Duration::from_secs(120)).await - before;
-    let one_update = t.elapsed();
-    ensure!(
-        got == listens as u64,
-        "the update reached {got} of {listens} listens"
-    );
+    let one_update = one_update(&mut control, &tally, listens).await?;
     drop(receivers);
     Ok(ListenRow {
         listens,

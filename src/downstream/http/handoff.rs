@@ -15,7 +15,7 @@
 //!
 //! Owns: the hand-off and the handed-off stream's chunked framing, its end (written when
 //! the body ends) and noticing the client leave (end of file or an error on the
-//! socket, which drops the body).
+//! socket, or no progress writing for [`WRITE_STALL`]: each drops the body).
 //! Never: hands off a response to a request that was not HTTP/1.1 (an HTTP/1.0 answer
 //! has no chunked framing; hyper writes it as before), writes the stream when hyper's
 //! held bytes do not end with the chunked end it was given (the connection is closed
@@ -41,6 +41,11 @@ use tracing::debug;
 
 /// The end of a chunked body.
 const CHUNKED_END: &[u8] = b"0\r\n\r\n";
+/// How long a handed-off stream waits for its client to take any of a chunk before
+/// the connection is closed (nginx's `send_timeout` default). An idle stream has
+/// nothing to write and never waits this; a client that stopped reading while its
+/// socket stays open would otherwise keep the stream's task and socket for ever.
+const WRITE_STALL: std::time::Duration = std::time::Duration::from_secs(60);
 /// What a handed-off stream's client may send (and have discarded) before its
 /// connection is closed: room for requests it pipelined before it saw the head.
 const DISCARD_LIMIT: usize = 64 * 1024;
@@ -353,8 +358,15 @@ impl HandedOff {
             let mut size = [0u8; 18];
             let n = chunk_size_line(data.len(), &mut size);
             let mut chunk = Buf::chain(&size[..n], data).chain(&b"\r\n"[..]);
-            if wr.write_all_buf(&mut chunk).await.is_err() {
-                return;
+            while chunk.has_remaining() {
+                match tokio::time::timeout(WRITE_STALL, wr.write_buf(&mut chunk)).await {
+                    Ok(Ok(n)) if n > 0 => {}
+                    Ok(_) => return,
+                    Err(_) => {
+                        debug!(stall = ?WRITE_STALL, "handed-off stream: the client stopped reading; closing");
+                        return;
+                    }
+                }
             }
         }
     }

@@ -377,6 +377,38 @@ async fn held_bytes_without_the_chunked_end_close_the_connection_unwritten() {
     assert!(got.is_empty(), "{got:?}");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_client_that_stops_reading_is_closed_after_the_write_stall() {
+    let (server, client) = socket_pair().await;
+    let (fed, rx) = mpsc::unbounded_channel();
+    let (tx, mut dropped) = oneshot::channel();
+    let stream = HandedOff {
+        tcp: server,
+        held: b"HEAD\r\n\r\n0\r\n\r\n".to_vec(),
+        body: Body::new(Fed { rx, _dropped: tx }),
+    };
+    let writing = tokio::spawn(stream.write());
+    // More than the two sockets' buffers hold: the writer blocks with the client
+    // connected and not reading.
+    for _ in 0..64 {
+        fed.send(Bytes::from(vec![b'x'; 1 << 20])).unwrap();
+    }
+    let start = tokio::time::Instant::now();
+    tokio::time::timeout(WRITE_STALL * 2, writing)
+        .await
+        .expect("the writer gives up")
+        .unwrap();
+    assert!(start.elapsed() >= WRITE_STALL, "not before the stall bound");
+    assert!(
+        matches!(
+            dropped.try_recv(),
+            Err(oneshot::error::TryRecvError::Closed)
+        ),
+        "the body is dropped"
+    );
+    drop(client);
+}
+
 #[test]
 fn chunk_size_lines_are_hex() {
     let mut out = [0u8; 18];

@@ -117,6 +117,17 @@ async fn read_to_end(s: &mut TcpStream, got: &mut Vec<u8>) {
         .expect("read");
 }
 
+/// A `/stream` request on a new connection: the socket, the stream's ends, and what
+/// was read up to the end of the head.
+async fn open_stream(server: &mut Server) -> (TcpStream, Stream, Vec<u8>) {
+    let mut s = TcpStream::connect(server.addr).await.unwrap();
+    s.write_all(STREAM_REQUEST).await.unwrap();
+    let stream = next_stream(server).await;
+    let mut got = Vec::new();
+    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    (s, stream, got)
+}
+
 async fn next_stream(server: &mut Server) -> Stream {
     tokio::time::timeout(WAIT, server.streams.recv())
         .await
@@ -127,11 +138,7 @@ async fn next_stream(server: &mut Server) -> Stream {
 #[tokio::test]
 async fn a_handed_off_body_is_written_chunked_then_ended_and_the_connection_closed() {
     let mut server = server(16).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(STREAM_REQUEST).await.unwrap();
-    let stream = next_stream(&mut server).await;
-    let mut got = Vec::new();
-    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    let (mut s, stream, mut got) = open_stream(&mut server).await;
     let head = String::from_utf8_lossy(&got).to_ascii_lowercase();
     assert!(head.starts_with("http/1.1 200 ok\r\n"), "{head}");
     assert!(head.contains("\r\nconnection: close\r\n"), "{head}");
@@ -172,11 +179,7 @@ async fn a_handed_off_body_is_written_chunked_then_ended_and_the_connection_clos
 #[tokio::test]
 async fn a_client_that_leaves_drops_the_handed_off_body() {
     let mut server = server(16).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(STREAM_REQUEST).await.unwrap();
-    let stream = next_stream(&mut server).await;
-    let mut got = Vec::new();
-    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    let (mut s, stream, mut got) = open_stream(&mut server).await;
     stream
         .feed
         .send(Bytes::from_static(b"data: x\n\n"))
@@ -192,11 +195,7 @@ async fn a_client_that_leaves_drops_the_handed_off_body() {
 #[tokio::test]
 async fn a_client_that_keeps_sending_after_the_head_is_cut_off() {
     let mut server = server(16).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(STREAM_REQUEST).await.unwrap();
-    let stream = next_stream(&mut server).await;
-    let mut got = Vec::new();
-    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    let (mut s, stream, mut got) = open_stream(&mut server).await;
     // Within the limit: discarded, the stream goes on.
     s.write_all(&[b'x'; 1024]).await.unwrap();
     stream
@@ -271,11 +270,7 @@ async fn an_http_1_0_request_is_answered_by_hyper_and_not_handed_off() {
 #[tokio::test]
 async fn a_handed_off_stream_keeps_its_connection_slot_and_shutdown_waits_for_it() {
     let mut server = server(1).await;
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(STREAM_REQUEST).await.unwrap();
-    let stream = next_stream(&mut server).await;
-    let mut got = Vec::new();
-    read_until(&mut s, &mut got, b"\r\n\r\n").await;
+    let (mut s, stream, mut got) = open_stream(&mut server).await;
     // The only slot is the stream's: a second connection waits in the backlog.
     let mut other = TcpStream::connect(server.addr).await.unwrap();
     other
@@ -296,10 +291,7 @@ async fn a_handed_off_stream_keeps_its_connection_slot_and_shutdown_waits_for_it
     read_until(&mut other, &mut plain, b"ok").await;
     drop(other);
     // A stream open at shutdown: serve returns once it ended.
-    let mut s = TcpStream::connect(server.addr).await.unwrap();
-    s.write_all(STREAM_REQUEST).await.unwrap();
-    let stream = next_stream(&mut server).await;
-    read_until(&mut s, &mut Vec::new(), b"\r\n\r\n").await;
+    let (_s, stream, _) = open_stream(&mut server).await;
     server.shutdown.cancel();
     let mut served = std::pin::pin!(&mut server.served);
     assert!(

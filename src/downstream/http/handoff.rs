@@ -58,7 +58,7 @@ pub(super) struct HandOff;
 /// What one connection's service, socket wrapper and task share. Small on every
 /// connection: the parts are allocated only for a response that is handed off.
 #[derive(Default)]
-pub(super) struct Handoff {
+pub(super) struct HandoffState {
     /// Set when the swapped body was polled: from then on [`HandoffIo`] holds back.
     armed: AtomicBool,
     parts: Mutex<Option<Box<Parts>>>,
@@ -73,7 +73,7 @@ struct Parts {
     tcp: Option<TcpStream>,
 }
 
-impl Handoff {
+impl HandoffState {
     fn parts(&self) -> std::sync::MutexGuard<'_, Option<Box<Parts>>> {
         self.parts
             .lock()
@@ -83,9 +83,7 @@ impl Handoff {
     /// The handed-off stream, when hyper finished the connection by handing the socket
     /// over. `None` for every connection that ended otherwise.
     pub(super) fn take(&self) -> Option<HandedOff> {
-        let mut parts = self.parts();
-        parts.as_ref()?.tcp.as_ref()?;
-        let Parts { body, held, tcp } = *parts.take()?;
+        let Parts { body, held, tcp } = *self.parts().take_if(|p| p.tcp.is_some())?;
         Some(HandedOff {
             tcp: tcp?,
             held,
@@ -98,12 +96,12 @@ impl Handoff {
 /// armed, then held back and handed over at shutdown (module docs).
 pub(super) struct HandoffIo {
     tcp: Option<TcpStream>,
-    handoff: Arc<Handoff>,
+    handoff: Arc<HandoffState>,
     holding: bool,
 }
 
 impl HandoffIo {
-    pub(super) fn new(tcp: TcpStream, handoff: Arc<Handoff>) -> Self {
+    pub(super) fn new(tcp: TcpStream, handoff: Arc<HandoffState>) -> Self {
         HandoffIo {
             tcp: Some(tcp),
             handoff,
@@ -197,11 +195,11 @@ impl AsyncWrite for HandoffIo {
 #[derive(Clone)]
 pub(super) struct HandoffService<S> {
     inner: S,
-    handoff: Arc<Handoff>,
+    handoff: Arc<HandoffState>,
 }
 
 impl<S> HandoffService<S> {
-    pub(super) fn new(inner: S, handoff: Arc<Handoff>) -> Self {
+    pub(super) fn new(inner: S, handoff: Arc<HandoffState>) -> Self {
         HandoffService { inner, handoff }
     }
 }
@@ -228,7 +226,7 @@ pin_project_lite::pin_project! {
     pub(super) struct HandingOff<F> {
         #[pin]
         inner: F,
-        handoff: Option<Arc<Handoff>>,
+        handoff: Option<Arc<HandoffState>>,
     }
 }
 
@@ -267,7 +265,7 @@ where
 
 /// The body hyper writes for a handed-off response: none, of unknown length (so hyper
 /// frames it chunked and writes only its end). Polling it arms the hold-back.
-struct EndsAtOnce(Arc<Handoff>);
+struct EndsAtOnce(Arc<HandoffState>);
 
 impl http_body::Body for EndsAtOnce {
     type Data = Bytes;

@@ -317,7 +317,7 @@ async fn socket_pair() -> (TcpStream, TcpStream) {
 #[tokio::test]
 async fn the_socket_passes_writes_through_until_armed_then_holds_them_for_the_hand_off() {
     let (server, mut client) = socket_pair().await;
-    let handoff = Arc::new(Handoff::default());
+    let handoff = Arc::new(HandoffState::default());
     let mut io = HandoffIo::new(server, handoff.clone());
     io.write_all(b"earlier answer|").await.unwrap();
     let (fed, rx) = mpsc::unbounded_channel();

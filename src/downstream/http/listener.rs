@@ -62,7 +62,7 @@ use tokio_util::task::TaskTracker;
 use tracing::{debug, error, info, warn};
 
 use super::episode::Episodes;
-use super::handoff::{Handoff, HandoffIo, HandoffService};
+use super::handoff::{HandoffIo, HandoffService, HandoffState};
 
 /// Vectored writes on HTTP/1 connections: `None` keeps hyper's default (it detects
 /// whether the socket supports them). A one-line change for measuring the alternative.
@@ -180,7 +180,7 @@ pub(super) async fn serve(
             }
         }
         let _ = tcp.set_nodelay(true);
-        let handoff = Arc::new(Handoff::default());
+        let handoff = Arc::new(HandoffState::default());
         let io = TokioIo::new(HandoffIo::new(tcp, handoff.clone()));
         let service =
             HandoffService::new(TowerToHyperService::new(router.clone()), handoff.clone());

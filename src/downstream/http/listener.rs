@@ -185,15 +185,15 @@ pub(super) async fn serve(
         let service =
             HandoffService::new(TowerToHyperService::new(router.clone()), handoff.clone());
         let conn = graceful.watch(builder.serve_connection(io, service));
-        let tasks = tasks.clone();
-        tasks.clone().spawn(async move {
+        let streams = tasks.clone();
+        tasks.spawn(async move {
             if let Err(e) = conn.await {
                 debug!(%peer, error = %e, "connection ended with an error");
             }
             // A handed-off stream goes on in a task of its own, with the connection's
             // slot; this one (and hyper's connection with it) ends here.
             if let Some(stream) = handoff.take() {
-                tasks.spawn(async move {
+                streams.spawn(async move {
                     stream.write().await;
                     drop(permit);
                 });

@@ -101,7 +101,8 @@ def rss(pid):
 def heap_report(trace, n):
     out = subprocess.run(["heaptrack_print", "-f", trace, "--print-peaks", "1",
                           "--print-allocators", "0", "--print-temporary", "0", "--print-leaks", "0",
-                          "--print-histogram", "0", "-n", "80"], capture_output=True, text=True).stdout
+                          # (no --print-histogram: its argument is a file to write to)
+                          "-n", "80"], capture_output=True, text=True).stdout
     lines = out.split("\n")
     sites, i = [], 0
     scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}

@@ -33,8 +33,8 @@
 //!   ENOMEM) is logged once per episode and retried after a backoff of 10 ms doubling up
 //!   to 1 s, reset by the next successful accept: never a busy loop, never the end of
 //!   the server.
-//! - **Header read timeout**: hyper's HTTP/1 `header_read_timeout` on the tokio timer.
-//!   It runs from the moment hyper waits for a request head until the head is complete,
+//! - **Header read timeout**: hyper's HTTP/1 `header_read_timeout`, on a timer that
+//!   keeps every connection's deadline in one table ([`super::header_timer`]). It runs from the moment hyper waits for a request head until the head is complete,
 //!   so it also closes a keep-alive connection idle between requests for that long; it
 //!   never runs while a body is read or a response (such as an SSE stream) is written.
 //! - **Shutdown**: stop accepting and close the listener, then hyper's graceful
@@ -52,7 +52,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -63,6 +63,7 @@ use tracing::{debug, error, info, warn};
 
 use super::episode::Episodes;
 use super::handoff::{HandoffIo, HandoffService, HandoffState};
+use super::header_timer::HeaderTimer;
 
 /// Vectored writes on HTTP/1 connections: `None` keeps hyper's default (it detects
 /// whether the socket supports them). A one-line change for measuring the alternative.
@@ -85,10 +86,10 @@ pub(super) struct ConnLimits {
 }
 
 /// The HTTP/1 settings of every connection.
-fn http1_builder(limits: &ConnLimits) -> http1::Builder {
+fn http1_builder(limits: &ConnLimits, timer: HeaderTimer) -> http1::Builder {
     let mut builder = http1::Builder::new();
     builder
-        .timer(TokioTimer::new())
+        .timer(timer)
         .header_read_timeout(limits.header_read_timeout);
     if let Some(writev) = WRITEV {
         builder.writev(writev);
@@ -104,7 +105,9 @@ pub(super) async fn serve(
     limits: ConnLimits,
     shutdown: CancellationToken,
 ) {
-    let builder = http1_builder(&limits);
+    // The head deadlines' watcher runs until the drain below is over.
+    let (timer, _timer_watcher) = HeaderTimer::start();
+    let builder = http1_builder(&limits, timer);
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let graceful = GracefulShutdown::new();
     let tasks = TaskTracker::new();

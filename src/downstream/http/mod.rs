@@ -32,6 +32,7 @@ mod episode;
 mod events_body;
 mod guard;
 mod handoff;
+mod header_timer;
 mod listener;
 mod post;
 mod request_stream;

@@ -366,7 +366,7 @@ impl Hub {
                 let Some(req) = RawId::parse(raw.get()) else {
                     return;
                 };
-                self.reads.cache.forget_waiter(client, Some(&req));
+                self.reads.forget(client, Some(&req));
                 // A list being assembled is not answered either (its parts, still on
                 // their way, fill the catalog as usual).
                 self.lists.cancel(client, &req);

@@ -480,7 +480,7 @@ impl Hub {
         self.listens.close(client);
         self.admission.forget(client);
         self.trace_client_gone(client);
-        self.reads.cache.forget_waiter(client, None);
+        self.reads.forget(client, None);
         self.lists.open.retain(|_, agg| agg.client != client);
         self.elicitations.forget_client(client);
         if self.log_levels.remove(client) {

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use serde_json::value::RawValue;
 
 use super::Hub;
 use crate::protocol::methods;
@@ -33,7 +34,16 @@ pub(super) struct Reads {
     /// when the URI changes, when its upstream is lost, and after [`ASKS_INPUT_FOR`]
     /// (then a read is shared again, and asks afresh); at most [`ASKS_INPUT_MAX`].
     asks_input: std::collections::HashMap<SubKey, Instant>,
+    /// The params of each waiting read of a 2026-07-28 upstream, as its client sent
+    /// them: when the shared read asks for input, each read goes again as its client's
+    /// own, with its own params (its `_meta`: trace context, the client's own keys).
+    /// An entry leaves with its waiter: answered, cancelled, or its client gone.
+    own_params: std::collections::HashMap<(ClientId, RawId), Box<RawValue>>,
 }
+
+/// A waiter of a shared read, with the params it was sent with when they were kept
+/// ([`Reads::start`]).
+pub(super) type AloneRead = (ClientId, RawId, Option<Box<RawValue>>);
 
 /// How many URIs known to ask for input are remembered (then all are forgotten).
 const ASKS_INPUT_MAX: usize = 4096;
@@ -58,6 +68,7 @@ impl Reads {
         Reads {
             cache: ReadCache::new(entries, bytes),
             asks_input: Default::default(),
+            own_params: Default::default(),
         }
     }
 
@@ -94,15 +105,17 @@ impl Reads {
         self.asks_input.retain(|k, _| k.upstream != upstream);
     }
 
-    /// `client`'s read `id` of `key`, at `now`.
+    /// `client`'s read `id` of `key`, at `now`. `params` (a 2026-07-28 upstream's
+    /// read, whose answer may ask for input) are kept while it waits.
     pub(super) fn start(
         &mut self,
         key: &SubKey,
         client: ClientId,
         id: &RawId,
+        params: Option<&RawValue>,
         now: Instant,
     ) -> ReadStart {
-        match self.cache.read_at(key, (client, id.clone()), now) {
+        let start = match self.cache.read_at(key, (client, id.clone()), now) {
             ReadPlan::Hit(result) => ReadStart::Answer(response_bytes(id, "result", &result)),
             ReadPlan::Fresh { result, remaining } => {
                 let body = with_ttl_left(&result, remaining);
@@ -110,6 +123,42 @@ impl Reads {
             }
             ReadPlan::Joined => ReadStart::Joined,
             ReadPlan::Fetch { generation } => ReadStart::Fetch { generation },
+        };
+        if let (Some(params), ReadStart::Joined | ReadStart::Fetch { .. }) = (params, &start) {
+            self.own_params
+                .insert((client, id.clone()), params.to_owned());
+        }
+        start
+    }
+
+    /// The shared read of `key` sent at `generation` asked for input: its waiters,
+    /// each with the params it was sent with, to send again one by one. Nothing is
+    /// kept.
+    pub(super) fn alone(&mut self, key: &SubKey, generation: u64, now: Instant) -> Vec<AloneRead> {
+        let waiters = self
+            .cache
+            .complete_keep(key, generation, None, Keep::Not, now);
+        waiters
+            .into_iter()
+            .map(|(client, id)| {
+                let params = self.own_params.remove(&(client, id.clone()));
+                (client, id, params)
+            })
+            .collect()
+    }
+
+    /// `client`'s read `id` is not to be answered (cancelled), or none of its reads
+    /// (`None`: it left). The reads themselves go on.
+    pub(super) fn forget(&mut self, client: ClientId, id: Option<&RawId>) {
+        self.cache.forget_waiter(client, id);
+        if self.own_params.is_empty() {
+            return;
+        }
+        match id {
+            Some(id) => {
+                self.own_params.remove(&(client, id.clone()));
+            }
+            None => self.own_params.retain(|(c, _), _| *c != client),
         }
     }
 
@@ -131,6 +180,11 @@ impl Reads {
         };
         let stored = outcome.ok().map(Arc::<str>::from);
         let waiters = self.cache.complete_keep(key, generation, stored, keep, now);
+        if !self.own_params.is_empty() {
+            for (client, id) in &waiters {
+                self.own_params.remove(&(*client, id.clone()));
+            }
+        }
         let (member, body) = match outcome {
             Ok(r) => ("result", r),
             Err(e) => ("error", e),
@@ -167,9 +221,8 @@ impl Hub {
         // Reads of watched URIs, and every read of a 2026-07-28 upstream (its results
         // carry a `ttlMs`), are shared and cached.
         let watched = self.watched(&key);
-        if self.reads.asks_input(&key, Instant::now())
-            || !Reads::shared(watched, self.upstream_is_stateless(upstream), &msg)
-        {
+        let stateless = self.upstream_is_stateless(upstream);
+        if self.reads.asks_input(&key, Instant::now()) || !Reads::shared(watched, stateless, &msg) {
             return self.forward_request(client, id, msg);
         }
         if self.upstream_ready(upstream).is_none() {
@@ -181,7 +234,9 @@ impl Hub {
         {
             return;
         }
-        match self.reads.start(&key, client, &id, Instant::now()) {
+        // Only a 2026-07-28 upstream's answer may ask for input (`read_each_alone`).
+        let params = msg.params().filter(|_| stateless);
+        match self.reads.start(&key, client, &id, params, Instant::now()) {
             ReadStart::Answer(bytes) => {
                 self.trace_read(client, &id, &key, "hit");
                 self.push_response_bytes(client, id, bytes);
@@ -255,14 +310,15 @@ impl Hub {
         }
         let now = Instant::now();
         self.reads.asks_input.insert(key.clone(), now);
-        let waiters = self
-            .reads
-            .cache
-            .complete_keep(key, generation, None, Keep::Not, now);
+        let waiters = self.reads.alone(key, generation, now);
         let exposed = self.catalog.expose_uri(key.upstream, &key.uri).into_owned();
-        for (client, id) in waiters {
-            let params = serde_json::json!({ "uri": exposed });
-            let msg = Message::request(&id, methods::RESOURCES_READ, Some(&params));
+        for (client, id, params) in waiters {
+            let mut msg = Message::request(&id, methods::RESOURCES_READ, None);
+            match params {
+                // As its client sent it, `_meta` and all.
+                Some(params) => msg.set_member("params", params),
+                None => msg.set_params(&serde_json::json!({ "uri": exposed })),
+            }
             self.forward_request(client, id, msg);
         }
     }
@@ -373,10 +429,13 @@ mod tests {
         let mut r = Reads::new(10, 1 << 20);
         let now = Instant::now();
         let (a, b) = (RawId::from_u64(1), RawId::from_u64(2));
-        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, now) else {
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, None, now) else {
             panic!("a miss fetches");
         };
-        assert_eq!(r.start(&key(), ClientId(2), &b, now), ReadStart::Joined);
+        assert_eq!(
+            r.start(&key(), ClientId(2), &b, None, now),
+            ReadStart::Joined
+        );
         let answers = r.finish(&key(), generation, Ok(r#"{"contents":[]}"#), true, now);
         let answers: Vec<(ClientId, &str)> =
             answers.iter().map(|(c, _, b)| (*c, text(b))).collect();
@@ -393,7 +452,8 @@ mod tests {
                 )
             ]
         );
-        let ReadStart::Answer(hit) = r.start(&key(), ClientId(3), &RawId::from_u64(3), now) else {
+        let ReadStart::Answer(hit) = r.start(&key(), ClientId(3), &RawId::from_u64(3), None, now)
+        else {
             panic!("kept while watched");
         };
         assert_eq!(
@@ -407,12 +467,12 @@ mod tests {
         let mut r = Reads::new(10, 1 << 20);
         let t0 = Instant::now();
         let id = RawId::from_u64(1);
-        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, t0) else {
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, None, t0) else {
             panic!("a miss fetches");
         };
         r.finish(&key(), generation, Ok(r#"{"ttlMs":1000}"#), false, t0);
         let later = t0 + Duration::from_millis(400);
-        let ReadStart::Answer(hit) = r.start(&key(), ClientId(1), &id, later) else {
+        let ReadStart::Answer(hit) = r.start(&key(), ClientId(1), &id, None, later) else {
             panic!("kept for its ttl");
         };
         assert_eq!(
@@ -421,7 +481,7 @@ mod tests {
         );
         let gone = t0 + Duration::from_millis(1000);
         assert!(matches!(
-            r.start(&key(), ClientId(1), &id, gone),
+            r.start(&key(), ClientId(1), &id, None, gone),
             ReadStart::Fetch { .. }
         ));
     }
@@ -435,7 +495,8 @@ mod tests {
             Ok(r#"{"resultType":"input_required","ttlMs":5000}"#),
             Err(r#"{"code":-32602,"message":"Resource not found","data":{"uri":"x://1"}}"#),
         ] {
-            let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, now) else {
+            let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &id, None, now)
+            else {
                 panic!("nothing kept: fetched again");
             };
             let answers = r.finish(&key(), generation, outcome, true, now);
@@ -445,7 +506,7 @@ mod tests {
             }
         }
         assert!(matches!(
-            r.start(&key(), ClientId(1), &id, now),
+            r.start(&key(), ClientId(1), &id, None, now),
             ReadStart::Fetch { .. }
         ));
     }
@@ -463,5 +524,49 @@ mod tests {
             super::not_found_body(r#"{"code":-32603,"message":"x","data":{"uri":"x://1"}}"#)
                 .is_none()
         );
+    }
+
+    /// What each waiter sent is kept while it waits on a 2026-07-28 upstream's read,
+    /// given back when the read asks for input, and dropped with the waiter otherwise.
+    #[test]
+    fn a_waiters_own_params_leave_with_it() {
+        let mut r = Reads::new(10, 1 << 20);
+        let now = Instant::now();
+        let raw = |t: &str| RawValue::from_string(t.to_owned()).unwrap();
+        let pa = raw(r#"{"uri":"x://1","_meta":{"k":"a"}}"#);
+        let pb = raw(r#"{"uri":"x://1","_meta":{"k":"b"}}"#);
+        let (a, b, c) = (RawId::from_u64(1), RawId::from_u64(2), RawId::from_u64(3));
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, Some(&pa), now)
+        else {
+            panic!("a miss fetches");
+        };
+        assert_eq!(
+            r.start(&key(), ClientId(2), &b, Some(&pb), now),
+            ReadStart::Joined
+        );
+        assert_eq!(
+            r.start(&key(), ClientId(3), &c, Some(&pb), now),
+            ReadStart::Joined
+        );
+        // Cancelled, and gone: their params go.
+        r.forget(ClientId(3), Some(&c));
+        assert_eq!(r.own_params.len(), 2);
+        let alone = r.alone(&key(), generation, now);
+        let got: Vec<(ClientId, &str)> = alone
+            .iter()
+            .map(|(c, _, p)| (*c, p.as_deref().map(RawValue::get).unwrap()))
+            .collect();
+        assert_eq!(got, [(ClientId(1), pa.get()), (ClientId(2), pb.get())]);
+        assert!(r.own_params.is_empty());
+        // Answered, or its client left: nothing stays behind either.
+        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, Some(&pa), now)
+        else {
+            panic!("nothing kept: fetched again");
+        };
+        r.start(&key(), ClientId(2), &b, Some(&pb), now);
+        r.forget(ClientId(2), None);
+        assert_eq!(r.own_params.len(), 1);
+        r.finish(&key(), generation, Ok(r#"{"contents":[]}"#), false, now);
+        assert!(r.own_params.is_empty());
     }
 }

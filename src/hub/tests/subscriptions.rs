@@ -649,8 +649,9 @@ async fn a_shared_read_that_asks_for_input_is_sent_again_for_each_reader() {
     let mut r = rig_of(settings(), info, None).await;
     let mut a = r.client(json!({})).await;
     let mut b = r.client(json!({})).await;
-    a.send("resources/read", json!({"uri": "test://a"})).await;
-    b.send("resources/read", json!({"uri": "test://a"})).await;
+    let read_of = |who: &str| json!({"uri": "test://a", "_meta": {"who": who}});
+    a.send("resources/read", read_of("a")).await;
+    b.send("resources/read", read_of("b")).await;
     let up = r.upstream_msgs().await;
     assert_eq!(methods_of(&up), ["resources/read"], "one shared read");
     r.answer(
@@ -661,6 +662,12 @@ async fn a_shared_read_that_asks_for_input_is_sent_again_for_each_reader() {
     let again = r.upstream_msgs().await;
     assert_eq!(methods_of(&again), ["resources/read", "resources/read"]);
     assert_ne!(again[0].id(), again[1].id());
+    // Each is its reader's read as it was sent, `_meta` and all.
+    let params: Vec<Value> = again
+        .iter()
+        .map(|m| serde_json::from_str(m.params().unwrap().get()).unwrap())
+        .collect();
+    assert_eq!(params, [read_of("a"), read_of("b")]);
     assert!(a.pending().is_empty() && b.pending().is_empty());
     // Each answer reaches its own reader.
     for (m, text) in again.iter().zip(["one", "two"]) {

@@ -1,6 +1,7 @@
 //! The accept loop: the connection bound makes new connections wait (never refused),
-//! the header read timeout frees slots held by half-sent headers, and shutdown is not
-//! held up by them for longer than that timeout.
+//! the header read timeout frees slots held by half-sent headers and closes a
+//! kept-alive connection idle for that long (each request starting its own deadline),
+//! and shutdown is not held up by them for longer than that timeout.
 
 use std::time::Duration;
 
@@ -27,16 +28,51 @@ async fn half_open(s: &Server) -> TcpStream {
 
 /// A complete `initialize` request on a fresh connection.
 async fn full_request(s: &Server) -> TcpStream {
+    let mut tcp = TcpStream::connect(addr(s)).await.unwrap();
+    send_initialize(&mut tcp).await;
+    tcp
+}
+
+/// Writes a complete `initialize` request on `tcp`.
+async fn send_initialize(tcp: &mut TcpStream) {
     let body = rpc(0, "initialize", json!({"protocolVersion": "2025-06-18"}));
     let head = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
          Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\r\n",
         body.len()
     );
-    let mut tcp = TcpStream::connect(addr(s)).await.unwrap();
     tcp.write_all(head.as_bytes()).await.unwrap();
     tcp.write_all(body.as_bytes()).await.unwrap();
-    tcp
+}
+
+/// Reads one whole response with a `Content-Length` from `tcp`, within [`WAIT`]; its
+/// status line.
+async fn read_response(tcp: &mut TcpStream) -> String {
+    tokio::time::timeout(WAIT, async {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        loop {
+            let n = tcp.read(&mut buf).await.expect("read");
+            assert!(n > 0, "closed before a whole response: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+            let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+            let length: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .expect("a Content-Length")
+                .trim()
+                .parse()
+                .unwrap();
+            if got.len() >= end + 4 + length {
+                return head.lines().next().unwrap_or_default().to_owned();
+            }
+        }
+    })
+    .await
+    .expect("a whole response in time")
 }
 
 /// Reads until the peer closes the connection (EOF or reset), within [`WAIT`].
@@ -105,4 +141,25 @@ async fn shutdown_is_held_up_by_a_half_sent_header_only_until_its_timeout() {
     until_closed(&mut stalled).await;
     let served = tokio::time::timeout(WAIT, s.task).await;
     assert!(served.expect("serve_http returned").unwrap().is_ok());
+}
+
+#[tokio::test]
+async fn each_request_on_a_kept_alive_connection_starts_its_own_head_deadline() {
+    let timeout = Duration::from_millis(1500);
+    let s = start(HttpSettings {
+        header_read_timeout: timeout,
+        ..settings()
+    })
+    .await;
+    let mut tcp = full_request(&s).await;
+    assert_eq!(read_response(&mut tcp).await, "http/1.1 200 ok");
+    // Idle for less than the timeout before each request, longer than it in all: every
+    // request is answered, so each wait had a deadline of its own.
+    for _ in 0..2 {
+        tokio::time::sleep(timeout.mul_f32(0.6)).await;
+        send_initialize(&mut tcp).await;
+        assert_eq!(read_response(&mut tcp).await, "http/1.1 200 ok");
+    }
+    // Idle past the timeout: closed.
+    until_closed(&mut tcp).await;
 }

@@ -34,9 +34,10 @@
 //!   to 1 s, reset by the next successful accept: never a busy loop, never the end of
 //!   the server.
 //! - **Header read timeout**: hyper's HTTP/1 `header_read_timeout`, on a timer that
-//!   keeps every connection's deadline in one table ([`super::header_timer`]). It runs from the moment hyper waits for a request head until the head is complete,
-//!   so it also closes a keep-alive connection idle between requests for that long; it
-//!   never runs while a body is read or a response (such as an SSE stream) is written.
+//!   keeps every connection's deadline in one table ([`super::header_timer`]). It runs
+//!   from the moment hyper waits for a request head until the head is complete, so it
+//!   also closes a keep-alive connection idle between requests for that long; it never
+//!   runs while a body is read or a response (such as an SSE stream) is written.
 //! - **Shutdown**: stop accepting and close the listener, then hyper's graceful
 //!   shutdown of every connection: an idle one closes at once, one with a request in
 //!   flight finishes its response first (SSE streams end when their sessions end on the

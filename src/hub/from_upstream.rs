@@ -15,13 +15,19 @@ use crate::protocol::methods::{self};
 use crate::protocol::{code, Kind, Message};
 use crate::state::catalog::ListKind;
 use crate::state::ids::{SubKey, UpstreamId};
-use crate::upstream::UpstreamEvent;
+use crate::upstream::{Related, UpstreamEvent};
+
+/// The rest of a batch of one stdio server's messages ([`UpstreamEvent::Messages`]),
+/// handled before the hub takes anything else from the upstreams.
+#[derive(Debug)]
+pub(super) struct Carry {
+    upstream: UpstreamId,
+    rest: std::vec::IntoIter<Message>,
+}
 
 impl Hub {
     pub(super) fn on_upstream_event(&mut self, upstream: UpstreamId, event: UpstreamEvent) {
-        if upstream.0 >= self.upstreams.len()
-            || matches!(self.upstreams[upstream.0].status, UpstreamStatus::Removed)
-        {
+        if self.upstream_gone(upstream) {
             // Unknown, or removed by a reload (its actor is winding down).
             return;
         }
@@ -34,11 +40,53 @@ impl Hub {
                 self.on_upstream_down(upstream, reason.clone(), true);
                 self.upstreams[upstream.0].status = UpstreamStatus::NeedsLogin { reason };
             }
-            UpstreamEvent::Message(msg, related) => match msg.kind() {
-                Kind::Response => self.on_upstream_response(upstream, msg),
-                Kind::Notification => self.on_upstream_notification(upstream, msg, &related),
-                Kind::Request => self.on_upstream_request(upstream, msg, &related),
-            },
+            UpstreamEvent::Message(msg, related) => {
+                self.on_upstream_message(upstream, msg, &related)
+            }
+            UpstreamEvent::Messages(msgs) => {
+                debug_assert!(self.carry.is_none(), "a batch taken before the last ended");
+                self.carry = Some(Carry {
+                    upstream,
+                    rest: msgs.into_iter(),
+                });
+                self.continue_carry(super::TURN_PUSHES);
+            }
+        }
+    }
+
+    fn upstream_gone(&self, upstream: UpstreamId) -> bool {
+        upstream.0 >= self.upstreams.len()
+            || matches!(self.upstreams[upstream.0].status, UpstreamStatus::Removed)
+    }
+
+    /// Handles the messages of the batch under way (`carry`) until this turn queued
+    /// `limit` messages to clients, or the batch ends: a batch is handled across
+    /// turns, so it bounds a turn no more than one message does.
+    pub(super) fn continue_carry(&mut self, limit: usize) {
+        while self.turn.pushes < limit {
+            let Some(carry) = self.carry.as_mut() else {
+                return;
+            };
+            let upstream = carry.upstream;
+            let Some(msg) = carry.rest.next() else {
+                self.carry = None;
+                return;
+            };
+            if !self.upstream_gone(upstream) {
+                self.on_upstream_message(upstream, msg, &Related::Unknown);
+            }
+            self.reap_doomed();
+        }
+        if self.carry.as_ref().is_some_and(|c| c.rest.len() == 0) {
+            self.carry = None;
+        }
+    }
+
+    fn on_upstream_message(&mut self, upstream: UpstreamId, msg: Message, related: &Related) {
+        match msg.kind() {
+            Kind::Response => self.on_upstream_response(upstream, msg),
+            Kind::Notification => self.on_upstream_notification(upstream, msg, related),
+            Kind::Request => self.on_upstream_request(upstream, msg, related),
         }
     }
 

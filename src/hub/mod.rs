@@ -269,6 +269,9 @@ pub struct Hub {
     /// Fan-outs to one audience in a row, not queued yet (`holders.rs`,
     /// `Hub::queue_fan_out`).
     held_fan_out: Option<holders::FanOut>,
+    /// The rest of a stdio server's batch of messages, handled over the next turns
+    /// before anything else from the upstreams (`from_upstream.rs`).
+    carry: Option<from_upstream::Carry>,
     /// Open spans, when tracing is on (docs/architecture.md, "Traces").
     traces: traces::Traces,
 }
@@ -307,6 +310,7 @@ impl Hub {
             admission: admission::Admission::default(),
             turn: effects::Turn::default(),
             held_fan_out: None,
+            carry: None,
             mrtr: mrtr::Mrtr::default(),
             traces: traces::Traces::new(crate::telemetry::enabled()),
         };
@@ -330,8 +334,16 @@ impl Hub {
                     Some(ev) => self.on_client_event(ev),
                     None => break,
                 },
-                Some((upstream, event)) = inbox.upstreams.recv() => {
+                Some((upstream, event)) = inbox.upstreams.recv(), if self.carry.is_none() => {
                     self.on_upstream_event(upstream, event);
+                    self.take_burst(&mut inbox);
+                }
+                // A batch's rest. One unit of the task's budget per turn, as a turn
+                // taken from the inbox costs: the hub yields to the writers when the
+                // budget is spent, not after every turn (that split a burst to many
+                // holders into many small writes).
+                () = tokio::task::consume_budget(), if self.carry.is_some() => {
+                    self.continue_carry(TURN_PUSHES);
                     self.take_burst(&mut inbox);
                 }
                 Some(ev) = inbox.fleet.recv() => self.on_fleet_event(ev),
@@ -359,6 +371,10 @@ impl Hub {
     /// nothing is queued behind them.
     fn take_burst(&mut self, inbox: &mut Inboxes) {
         while self.turn.pushes < TURN_PUSHES {
+            if self.carry.is_some() {
+                self.continue_carry(TURN_PUSHES);
+                continue;
+            }
             match inbox.upstreams.try_recv() {
                 Ok((upstream, event)) => self.on_upstream_event(upstream, event),
                 Err(_) => break,
@@ -376,9 +392,13 @@ impl Hub {
             }
             self.reap_doomed();
         }
+        self.continue_carry(usize::MAX);
         for _ in 0..inbox.upstreams.len() {
             match inbox.upstreams.try_recv() {
-                Ok((upstream, event)) => self.on_upstream_event(upstream, event),
+                Ok((upstream, event)) => {
+                    self.on_upstream_event(upstream, event);
+                    self.continue_carry(usize::MAX);
+                }
                 Err(_) => break,
             }
             self.reap_doomed();

@@ -19,6 +19,9 @@ pub enum UpstreamEvent {
     /// Any message the upstream sent after the handshake, with what the transport
     /// knows about the request it belongs to.
     Message(Message, Related),
+    /// Several messages a stdio server wrote one after the other, each as `Message`
+    /// with [`Related::Unknown`]: read together, handed over in one send.
+    Messages(Vec<Message>),
     /// The transport died or the handshake failed. Everything in flight is lost.
     Down { reason: String, retrying: bool },
     /// The server asks for an OAuth login that only a person can give (the session
@@ -234,6 +237,7 @@ pub mod probe;
 pub mod process_group;
 pub(crate) mod stateless;
 mod stdio;
+mod stdio_read;
 
 use std::sync::Arc;
 use std::time::Duration;

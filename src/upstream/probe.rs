@@ -286,7 +286,7 @@ async fn first_outcome(
             UpstreamEvent::Down { reason, .. } | UpstreamEvent::NeedsLogin { reason } => {
                 return Err(reason)
             }
-            UpstreamEvent::Message(..) => {}
+            UpstreamEvent::Message(..) | UpstreamEvent::Messages(_) => {}
         }
     }
     Err("the upstream actor stopped".into())

@@ -26,6 +26,7 @@ use super::driver::{self, Inbound, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed, Verdict};
 use super::process_group::ProcessGroup;
 use super::stateless::{self, StatelessSession};
+use super::stdio_read::{read_message, read_ready, READ_BATCH};
 use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
@@ -112,7 +113,8 @@ impl Transport for StdioUpstream {
             tokio::spawn(log_stderr(stderr, name.clone()));
         }
         let mut writer = FramedWrite::new(stdin, JsonLines::new(self.max_line));
-        let mut reader = FramedRead::new(stdout, JsonLines::new(self.max_line));
+        let mut reader =
+            FramedRead::with_capacity(stdout, JsonLines::new(self.max_line), 64 * 1024);
 
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         // Whether the probe went unanswered in time: its answer may still come (a
@@ -201,9 +203,21 @@ impl Transport for StdioUpstream {
                         Ok(msg) => msg,
                         Err(e) => return e,
                     };
-                    let event = UpstreamEvent::Message(msg, Related::Unknown);
+                    // What the server wrote behind it goes along, in one send: a burst
+                    // reaches the hub in a few batches, not a send per line.
+                    let mut rest = Vec::new();
+                    let end = read_ready(&mut reader, name, &mut rest, READ_BATCH - 1);
+                    let event = if rest.is_empty() {
+                        UpstreamEvent::Message(msg, Related::Unknown)
+                    } else {
+                        rest.insert(0, msg);
+                        UpstreamEvent::Messages(rest)
+                    };
                     if self.hub.send(self.id, event).await.is_err() {
                         return "mcpmux is shutting down".to_owned();
+                    }
+                    if let Some(e) = end {
+                        return e;
                     }
                 }
             };
@@ -465,11 +479,6 @@ impl driver::StatelessIo for Pipes<'_> {
     }
 }
 
-/// The next message the server writes, skipping blank, unparseable and overlong
-/// lines (logged). Cancel-safe: a line is consumed only when it is returned or
-/// dropped.
-///
-/// # Errors
 /// Logs the server's stderr line by line until it closes it. Read as long as the pipe
 /// is open, whatever comes (a line that is not UTF-8, or over [`STDERR_LINE_MAX`]
 /// bytes, is logged as such): a pipe left unread would block the server or kill it
@@ -489,44 +498,6 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
 /// The longest stderr line logged (default 64 KiB): a server that prints progress with
 /// `\r` alone must not grow mcpmux's memory without bound.
 const STDERR_LINE_MAX: usize = 64 * 1024;
-
-/// Reading failed or the server closed its stdout (`during` names what was going on).
-async fn read_message(
-    reader: &mut Reader,
-    upstream: &str,
-    during: &str,
-) -> Result<Message, String> {
-    loop {
-        match reader.next().await {
-            Some(Ok(Frame::Line(line))) => {
-                if let Some(msg) = parse_line(upstream, line) {
-                    return Ok(msg);
-                }
-            }
-            Some(Ok(Frame::TooLong)) => {
-                tracing::warn!(%upstream, "upstream line over limits.max_message_bytes dropped");
-            }
-            Some(Ok(Frame::NotUtf8)) => {
-                tracing::warn!(%upstream, "upstream line that is not UTF-8 dropped");
-            }
-            Some(Err(e)) => return Err(format!("reading from the server failed: {e}")),
-            None => return Err(format!("the server closed its stdout{during}")),
-        }
-    }
-}
-
-fn parse_line(upstream: &str, line: String) -> Option<Message> {
-    if line.trim().is_empty() {
-        return None;
-    }
-    match Message::parse_line(line) {
-        Ok(m) => Some(m),
-        Err(e) => {
-            tracing::warn!(%upstream, error = %e, "unparseable line from upstream dropped");
-            None
-        }
-    }
-}
 
 fn exit_text(status: std::io::Result<std::process::ExitStatus>) -> String {
     match status {

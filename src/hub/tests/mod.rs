@@ -266,6 +266,7 @@ fn methods_of(msgs: &[Message]) -> Vec<&str> {
     msgs.iter().filter_map(Message::method).collect()
 }
 
+mod batches;
 mod fleet;
 mod hidden;
 mod requests;

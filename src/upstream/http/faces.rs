@@ -246,7 +246,10 @@ impl Router {
                 Some(UpstreamEvent::Ready(joined(legacy, modern)))
             }
             UpstreamEvent::Message(msg, related) => self.on_message(face, msg, related),
-            down @ (UpstreamEvent::Down { .. } | UpstreamEvent::NeedsLogin { .. }) => Some(down),
+            // Only a stdio server's reader batches.
+            other @ (UpstreamEvent::Down { .. }
+            | UpstreamEvent::NeedsLogin { .. }
+            | UpstreamEvent::Messages(_)) => Some(other),
         }
     }
 

@@ -1,0 +1,118 @@
+//! A stdio server's batch of messages (`UpstreamEvent::Messages`): handled over as
+//! many turns as it takes, in order, before anything else from the upstreams.
+
+use super::*;
+
+fn update(n: u64) -> Message {
+    Message::notification(
+        "notifications/resources/updated",
+        Some(&json!({"uri": "test://a", "_meta": {"n": n}})),
+    )
+}
+
+/// A client of `r` holding `test://a`, its outbox deep enough for `cap` messages.
+async fn holder(r: &mut Rig, cap: usize) -> Client {
+    let outbox = Outbox::new(cap);
+    let id = r.hub.open_client(outbox.clone()).await.unwrap();
+    let mut c = Client {
+        id,
+        outbox,
+        hub: r.hub.clone(),
+        next_id: 0,
+    };
+    c.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
+        .await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), vec!["resources/subscribe"]);
+    r.answer(&up[0], json!({})).await;
+    assert_eq!(c.next().await["result"], json!({}));
+    c
+}
+
+/// The `_meta.n` of every update queued for `c`, waiting until `count` came.
+async fn updates(c: &Client, count: usize) -> Vec<u64> {
+    let mut seen = vec![];
+    let mut out = vec![];
+    while seen.len() < count {
+        c.outbox.drain(&mut out).unwrap();
+        seen.extend(out.drain(..).map(|o| {
+            let v: Value = serde_json::from_slice(&o.bytes).unwrap();
+            v["params"]["_meta"]["n"].as_u64().unwrap()
+        }));
+        if seen.len() < count {
+            tokio::time::timeout(Duration::from_secs(10), c.outbox.ready())
+                .await
+                .expect("the rest of the updates");
+        }
+    }
+    seen
+}
+
+#[tokio::test]
+async fn a_batch_longer_than_a_turn_keeps_its_order_before_later_messages() {
+    // One holder: a turn ends after TURN_PUSHES updates, so this batch takes two turns,
+    // and the update sent after it waits in the hub's inbox meanwhile. It must not
+    // overtake the batch's rest.
+    let mut r = rig().await;
+    let total = TURN_PUSHES + 100;
+    let c = holder(&mut r, total + 10).await;
+    let batch: Vec<Message> = (0..total as u64).map(update).collect();
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
+        .await
+        .unwrap();
+    r.inject(update(total as u64)).await;
+    let seen = updates(&c, total + 1).await;
+    assert!(
+        seen.iter().copied().eq(0..=total as u64),
+        "out of order: {:?}",
+        seen.windows(2).find(|w| w[1] != w[0] + 1)
+    );
+    assert_eq!(r.hub.stats().await.unwrap().coalesced, 0);
+}
+
+#[tokio::test]
+async fn each_message_of_a_batch_is_handled_as_if_sent_alone() {
+    // Updates, a response to a client's request and a log message in one batch: each
+    // reaches whom it would have reached alone, in the order the server wrote them.
+    let mut r = rig().await;
+    let mut c = holder(&mut r, 64).await;
+    c.send("resources/read", json!({"uri": "test://a"})).await;
+    let read = r.upstream_msgs().await;
+    assert_eq!(methods_of(&read), vec!["resources/read"]);
+    let answer = Message::response(read[0].id().unwrap(), &json!({"contents": []}));
+    let batch = vec![update(1), answer, update(2)];
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
+        .await
+        .unwrap();
+    r.sync().await;
+    let got = c.pending();
+    let shape: Vec<String> = got
+        .iter()
+        .map(|m| match m["params"]["_meta"]["n"].as_u64() {
+            Some(n) => format!("u{n}"),
+            None => format!("answer {}", m["result"]),
+        })
+        .collect();
+    assert_eq!(shape, ["u1", "answer {\"contents\":[]}", "u2"]);
+}
+
+#[tokio::test]
+async fn a_batch_of_a_removed_upstream_is_dropped() {
+    // An id the hub does not know (as after a reload removed the server): nothing of
+    // the batch reaches anyone, and the hub goes on.
+    let mut r = rig().await;
+    let c = holder(&mut r, 64).await;
+    r.hub
+        .upstream_event(
+            UpstreamId(7),
+            UpstreamEvent::Messages(vec![update(1), update(2)]),
+        )
+        .await
+        .unwrap();
+    r.inject(update(3)).await;
+    assert_eq!(updates(&c, 1).await, [3]);
+}

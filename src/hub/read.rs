@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 
 use super::Hub;
 use crate::protocol::methods;
-use crate::protocol::{code, Message, RawId};
+use crate::protocol::{code, Message, Raw, RawId};
 use crate::state::cache::{Keep, ReadCache, ReadPlan};
 use crate::state::ids::{ClientId, SubKey};
 use crate::state::pending::Origin;
@@ -112,7 +112,7 @@ impl Reads {
         key: &SubKey,
         client: ClientId,
         id: &RawId,
-        params: Option<&RawValue>,
+        params: Option<Raw<'_>>,
         now: Instant,
     ) -> ReadStart {
         let start = match self.cache.read_at(key, (client, id.clone()), now) {
@@ -126,7 +126,7 @@ impl Reads {
         };
         if let (Some(params), ReadStart::Joined | ReadStart::Fetch { .. }) = (params, &start) {
             self.own_params
-                .insert((client, id.clone()), params.to_owned());
+                .insert((client, id.clone()), params.to_raw_value());
         }
         start
     }
@@ -536,16 +536,17 @@ mod tests {
         let pa = raw(r#"{"uri":"x://1","_meta":{"k":"a"}}"#);
         let pb = raw(r#"{"uri":"x://1","_meta":{"k":"b"}}"#);
         let (a, b, c) = (RawId::from_u64(1), RawId::from_u64(2), RawId::from_u64(3));
-        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, Some(&pa), now)
+        let ReadStart::Fetch { generation } =
+            r.start(&key(), ClientId(1), &a, Some((&*pa).into()), now)
         else {
             panic!("a miss fetches");
         };
         assert_eq!(
-            r.start(&key(), ClientId(2), &b, Some(&pb), now),
+            r.start(&key(), ClientId(2), &b, Some((&*pb).into()), now),
             ReadStart::Joined
         );
         assert_eq!(
-            r.start(&key(), ClientId(3), &c, Some(&pb), now),
+            r.start(&key(), ClientId(3), &c, Some((&*pb).into()), now),
             ReadStart::Joined
         );
         // Cancelled, and gone: their params go.
@@ -559,11 +560,12 @@ mod tests {
         assert_eq!(got, [(ClientId(1), pa.get()), (ClientId(2), pb.get())]);
         assert!(r.own_params.is_empty());
         // Answered, or its client left: nothing stays behind either.
-        let ReadStart::Fetch { generation } = r.start(&key(), ClientId(1), &a, Some(&pa), now)
+        let ReadStart::Fetch { generation } =
+            r.start(&key(), ClientId(1), &a, Some((&*pa).into()), now)
         else {
             panic!("nothing kept: fetched again");
         };
-        r.start(&key(), ClientId(2), &b, Some(&pb), now);
+        r.start(&key(), ClientId(2), &b, Some((&*pb).into()), now);
         r.forget(ClientId(2), None);
         assert_eq!(r.own_params.len(), 1);
         r.finish(&key(), generation, Ok(r#"{"contents":[]}"#), false, now);

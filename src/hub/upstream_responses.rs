@@ -166,7 +166,7 @@ impl Hub {
 }
 /// A response as `Ok(result)` or `Err(error object)`.
 fn response_outcome(msg: &Message) -> Result<serde_json::Value, serde_json::Value> {
-    let parse = |r: &serde_json::value::RawValue| serde_json::from_str(r.get()).unwrap_or_default();
+    let parse = |r: crate::protocol::Raw<'_>| serde_json::from_str(r.get()).unwrap_or_default();
     match (msg.result(), msg.error()) {
         (Some(r), _) => Ok(parse(r)),
         (None, Some(e)) => Err(parse(e)),

@@ -5,15 +5,21 @@
 //! `method`, and through [`crate::protocol::methods`] a few typed params) and forwards
 //! everything else byte for byte. Rewriting an id replaces one member's raw text.
 //!
+//! A parsed message holds one copy of its text; its members are spans of it, read as
+//! [`Raw`] (parsing allocates the text and the list of members, not a copy of each
+//! member, nor of the names the protocol defines, nor of a method without escapes).
+//! A member set afterwards holds its own text (docs/architecture.md, "Fan-out").
+//!
 //! This module never does I/O and never knows about sessions or subscriptions.
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use bytes::Bytes;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use super::members::Members;
 
 /// JSON-RPC error codes used by the proxy.
 pub mod code {
@@ -132,17 +138,63 @@ impl fmt::Display for RawId {
 #[derive(Debug, Clone)]
 pub struct Message {
     kind: Kind,
-    members: Vec<(Key, Box<RawValue>)>,
+    members: Vec<(Key, Member)>,
     id: Option<RawId>,
-    method: Option<Box<str>>,
-    /// The text it was read from ([`Message::parse_line`]), given back by
-    /// [`Message::to_bytes`] until a member changes: a message passed through
-    /// untouched is not serialized again.
-    raw: Option<Bytes>,
+    method: Option<Member>,
+    /// The text a parsed message was read from: its members point into it, and while
+    /// `unchanged`, [`Message::to_bytes`] gives it back as it came (a message passed
+    /// through untouched is not serialized again).
+    src: Option<Arc<str>>,
+    unchanged: bool,
+}
+
+/// A member's text: a span of the message's `src` (parsing copies nothing per member),
+/// or its own (built, or set after parsing).
+#[derive(Debug, Clone)]
+enum Member {
+    At(usize, usize),
+    Own(Box<str>),
+}
+
+/// A member's raw JSON text, borrowed from its message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Raw<'a>(&'a str);
+
+impl<'a> Raw<'a> {
+    /// The JSON text.
+    pub fn get(&self) -> &'a str {
+        self.0
+    }
+
+    /// An owned copy, as serde_json's raw value.
+    #[must_use]
+    pub fn to_raw_value(&self) -> Box<RawValue> {
+        RawValue::from_string(self.0.to_owned()).expect("a message member is valid JSON")
+    }
+}
+
+impl<'a> From<&'a RawValue> for Raw<'a> {
+    fn from(raw: &'a RawValue) -> Raw<'a> {
+        Raw(raw.get())
+    }
+}
+
+impl fmt::Display for Raw<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.0)
+    }
+}
+
+/// Written as the JSON it is, not as a string.
+impl serde::Serialize for Raw<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &RawValue = serde_json::from_str(self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
 }
 
 /// A member name. The six JSON-RPC names are shared statics, so parsing a message
-/// allocates only for its values and for names of other members.
+/// allocates only for names of other members.
 type Key = Cow<'static, str>;
 
 /// [`Key`] for `name`.
@@ -165,48 +217,8 @@ pub fn raw_json(v: &serde_json::Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).expect("a JSON value encodes")
 }
 
-struct Members(Vec<(Key, Box<RawValue>)>);
-
-/// Up to this many members, duplicates are found by a scan; beyond, by a set.
-const SCANNED_MEMBERS: usize = 16;
-
-impl<'de> Deserialize<'de> for Members {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Members;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a JSON object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Members, A::Error> {
-                let mut out: Vec<(Key, Box<RawValue>)> = Vec::with_capacity(4);
-                // Duplicates are found by a scan of the few members a message has; a
-                // hostile object of many members is checked by a set instead, so that
-                // its cost stays linear.
-                let mut names: Option<std::collections::HashSet<Key>> = None;
-                while let Some(name) = map.next_key::<Cow<'de, str>>()? {
-                    let value: Box<RawValue> = map.next_value()?;
-                    let duplicate = match &mut names {
-                        Some(set) => !set.insert(key(&name)),
-                        None => out.iter().any(|(k, _)| **k == *name),
-                    };
-                    if duplicate {
-                        return Err(de::Error::custom(format!("duplicate member `{name}`")));
-                    }
-                    out.push((key(&name), value));
-                    if names.is_none() && out.len() == SCANNED_MEMBERS {
-                        names = Some(out.iter().map(|(k, _)| k.clone()).collect());
-                    }
-                }
-                Ok(Members(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
-}
-
 /// The members of a parsed object, or why the text is no JSON-RPC message.
-fn members_of(parsed: Result<Members, serde_json::Error>) -> Result<Members, ParseError> {
+fn members_of(parsed: Result<Members<'_>, serde_json::Error>) -> Result<Members<'_>, ParseError> {
     match parsed {
         Ok(m) => Ok(m),
         // Valid JSON of the wrong shape (array, string, duplicate member...).
@@ -252,66 +264,79 @@ impl Message {
     /// well-formed JSON-RPC 2.0 give [`ParseError::Invalid`]; invalid JSON gives
     /// [`ParseError::Json`].
     pub fn parse(bytes: &[u8]) -> Result<Message, ParseError> {
-        // UTF-8 checked once for the whole text, not again for each raw member.
-        let members = match std::str::from_utf8(bytes) {
-            Ok(text) => serde_json::from_str::<Members>(text),
-            Err(_) => serde_json::from_slice::<Members>(bytes),
-        };
-        Self::from_members(members_of(members)?.0)
+        match std::str::from_utf8(bytes) {
+            Ok(text) => Self::parse_text(text, false),
+            // JSON text is UTF-8: serde_json says where it is not.
+            Err(_) => match serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+                Err(e) => Err(ParseError::Json(e.to_string())),
+                Ok(_) => Err(ParseError::Json("invalid UTF-8 in a string".into())),
+            },
+        }
     }
 
     /// The id of a message that failed validation, when it can still be read, so the
     /// error response can carry it (JSON-RPC: `id` is null only when unreadable).
     pub fn salvage_id(bytes: &[u8]) -> Option<RawId> {
-        let members = serde_json::from_slice::<Members>(bytes).ok()?.0;
-        let (_, raw) = members.iter().find(|(k, _)| &**k == "id")?;
+        let text = std::str::from_utf8(bytes).ok()?;
+        let members = serde_json::from_str::<Members>(text).ok()?.0;
+        let (_, raw) = members.iter().find(|(k, _)| k == "id")?;
         RawId::parse(raw.get())
     }
 
     /// [`Message::parse`] of one line of text (a stdio peer's), kept to be forwarded
     /// as it came (trimmed) while unchanged.
     pub fn parse_line(line: String) -> Result<Message, ParseError> {
-        // From `str`: the text is UTF-8 already, so raw members are not checked again.
-        let mut m = Self::from_members(members_of(serde_json::from_str::<Members>(&line))?.0)?;
-        let text = line.trim();
-        m.raw = Some(if text.len() == line.len() {
-            Bytes::from(line)
-        } else {
-            Bytes::copy_from_slice(text.as_bytes())
-        });
+        Self::parse_text(line.trim(), true)
+    }
+
+    /// Parses `text`, keeping one copy of it that the members point into; `as_sent`:
+    /// [`Message::to_bytes`] gives the text back while nothing changes.
+    fn parse_text(text: &str, as_sent: bool) -> Result<Message, ParseError> {
+        let members = members_of(serde_json::from_str::<Members>(text))?.0;
+        let base = text.as_ptr() as usize;
+        // Where a member's text sits in `text`: raw values are borrowed from it.
+        let span = |raw: &RawValue| {
+            let start = raw.get().as_ptr() as usize - base;
+            Member::At(start, start + raw.get().len())
+        };
+        let method = match members.iter().find(|(k, _)| k == "method") {
+            None => None,
+            Some((_, raw)) => Some(method_text(raw, span(raw))?),
+        };
+        let members: Vec<(Key, Member)> = members
+            .iter()
+            .map(|(name, raw)| (key(name), span(raw)))
+            .collect();
+        let mut m = Self::from_members(members, method, Some(text.into()))?;
+        m.unchanged = as_sent;
         Ok(m)
     }
 
-    fn from_members(members: Vec<(Key, Box<RawValue>)>) -> Result<Message, ParseError> {
+    fn from_members(
+        members: Vec<(Key, Member)>,
+        method: Option<Member>,
+        src: Option<Arc<str>>,
+    ) -> Result<Message, ParseError> {
         let get = |name: &str| {
             members
                 .iter()
                 .find(|(k, _)| &**k == name)
-                .map(|(_, v)| &**v)
+                .map(|(_, v)| member_text(src.as_deref(), v))
         };
-        match get("jsonrpc").map(RawValue::get) {
-            Some("\"2.0\"") => {}
-            _ => return Err(ParseError::Invalid("`jsonrpc` must be \"2.0\"")),
+        if get("jsonrpc") != Some("\"2.0\"") {
+            return Err(ParseError::Invalid("`jsonrpc` must be \"2.0\""));
         }
         let id = match get("id") {
             None => None,
             Some(raw) => Some(
-                RawId::parse(raw.get())
+                RawId::parse(raw)
                     .ok_or(ParseError::Invalid("`id` must be a string or a number"))?,
-            ),
-        };
-        let method = match get("method") {
-            None => None,
-            Some(raw) => Some(
-                serde_json::from_str::<String>(raw.get())
-                    .map_err(|_| ParseError::Invalid("`method` must be a string"))?
-                    .into_boxed_str(),
             ),
         };
         let has_result = get("result").is_some();
         let has_error = get("error").is_some();
         if let Some(p) = get("params") {
-            let t = p.get().trim_start();
+            let t = p.trim_start();
             if !(t.starts_with('{') || t.starts_with('[')) {
                 return Err(ParseError::Invalid(
                     "`params` must be an object or an array",
@@ -334,7 +359,8 @@ impl Message {
             members,
             id,
             method,
-            raw: None,
+            src,
+            unchanged: false,
         })
     }
 
@@ -345,55 +371,58 @@ impl Message {
         self.id.as_ref()
     }
     pub fn method(&self) -> Option<&str> {
-        self.method.as_deref()
+        self.method.as_ref().map(|m| self.text(m))
     }
     /// Raw JSON of a top-level member.
-    pub fn member(&self, name: &str) -> Option<&RawValue> {
+    pub fn member(&self, name: &str) -> Option<Raw<'_>> {
         self.members
             .iter()
             .find(|(k, _)| &**k == name)
-            .map(|(_, v)| &**v)
+            .map(|(_, v)| Raw(self.text(v)))
     }
-    pub fn params(&self) -> Option<&RawValue> {
+    pub fn params(&self) -> Option<Raw<'_>> {
         self.member("params")
     }
-    pub fn result(&self) -> Option<&RawValue> {
+    pub fn result(&self) -> Option<Raw<'_>> {
         self.member("result")
     }
-    pub fn error(&self) -> Option<&RawValue> {
+    pub fn error(&self) -> Option<Raw<'_>> {
         self.member("error")
     }
     pub fn is_error(&self) -> bool {
         self.kind == Kind::Response && self.member("error").is_some()
     }
 
+    fn text<'a>(&'a self, m: &'a Member) -> &'a str {
+        member_text(self.src.as_deref(), m)
+    }
+
     /// Replaces (or adds) a member with raw JSON text.
     pub fn set_member(&mut self, name: &str, raw: Box<RawValue>) {
-        self.raw = None;
         if name == "id" {
             self.id = RawId::parse(raw.get());
         }
+        self.put(name, Member::Own(Box::<str>::from(raw)));
+    }
+
+    fn put(&mut self, name: &str, value: Member) {
+        self.unchanged = false;
         match self.members.iter_mut().find(|(k, _)| &**k == name) {
-            Some(slot) => slot.1 = raw,
-            None => self.members.push((key(name), raw)),
+            Some(slot) => slot.1 = value,
+            None => self.members.push((key(name), value)),
         }
     }
 
     /// Replaces the id with another raw id.
     pub fn set_id(&mut self, id: &RawId) {
-        let raw = RawValue::from_string(id.as_json().to_owned()).expect("ids are valid JSON");
-        self.raw = None;
         self.id = Some(id.clone());
-        match self.members.iter_mut().find(|(k, _)| k == "id") {
-            Some(slot) => slot.1 = raw,
-            None => self.members.push((key("id"), raw)),
-        }
+        self.put("id", Member::Own(id.as_json().into()));
     }
 
     /// Replaces `params` with a new JSON value.
     pub fn set_params(&mut self, params: &serde_json::Value) {
-        let raw = serde_json::value::to_raw_value(params).expect("a Value always serializes");
-        self.set_member("params", raw);
+        let raw = serde_json::to_string(params).expect("a Value always serializes");
+        self.put("params", Member::Own(raw.into()));
     }
 
     /// Compact JSON text of the whole message, members in their original order.
@@ -402,7 +431,7 @@ impl Message {
             2 + self
                 .members
                 .iter()
-                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .map(|(k, v)| k.len() + self.text(v).len() + 4)
                 .sum::<usize>(),
         );
         out.push('{');
@@ -420,23 +449,23 @@ impl Message {
                 out.push_str(&serde_json::to_string(&**k).expect("strings serialize"));
             }
             out.push(':');
-            out.push_str(v.get());
+            out.push_str(self.text(v));
         }
         out.push('}');
         out
     }
 
     pub fn to_bytes(&self) -> Bytes {
-        match &self.raw {
-            Some(raw) => raw.clone(),
-            None => Bytes::from(self.to_json()),
+        match &self.src {
+            Some(src) if self.unchanged => Bytes::from_owner(Text(src.clone())),
+            _ => Bytes::from(self.to_json()),
         }
     }
 
     /// Builds a request.
     pub fn request(id: &RawId, method: &str, params: Option<&serde_json::Value>) -> Message {
         let mut m = Self::build(Kind::Request, Some(id), &[("method", json_string(method))]);
-        m.method = Some(method.into());
+        m.method = Some(Member::Own(method.into()));
         if let Some(p) = params {
             m.set_params(p);
         }
@@ -446,7 +475,7 @@ impl Message {
     /// Builds a notification.
     pub fn notification(method: &str, params: Option<&serde_json::Value>) -> Message {
         let mut m = Self::build(Kind::Notification, None, &[("method", json_string(method))]);
-        m.method = Some(method.into());
+        m.method = Some(Member::Own(method.into()));
         if let Some(p) = params {
             m.set_params(p);
         }
@@ -462,7 +491,8 @@ impl Message {
     /// Builds a success response from raw result JSON.
     pub fn response_raw(id: &RawId, result: Box<RawValue>) -> Message {
         let mut m = Self::build(Kind::Response, Some(id), &[]);
-        m.members.push(("result".into(), result));
+        m.members
+            .push(("result".into(), Member::Own(Box::<str>::from(result))));
         m
     }
 
@@ -482,34 +512,64 @@ impl Message {
         }
         let mut m = Self::build(Kind::Response, id, &[]);
         if id.is_none() {
-            m.members.push(("id".into(), raw("null".into())));
+            m.members.push(("id".into(), Member::Own("null".into())));
         }
-        let err = serde_json::value::to_raw_value(&err).expect("a Map always serializes");
-        m.members.push(("error".into(), err));
+        let err = serde_json::to_string(&err).expect("a Map always serializes");
+        m.members.push(("error".into(), Member::Own(err.into())));
         m
     }
 
     fn build(kind: Kind, id: Option<&RawId>, rest: &[(&str, String)]) -> Message {
-        let mut members: Vec<(Key, Box<RawValue>)> = Vec::with_capacity(2 + rest.len());
-        members.push(("jsonrpc".into(), raw("\"2.0\"".into())));
+        let mut members: Vec<(Key, Member)> = Vec::with_capacity(2 + rest.len());
+        members.push(("jsonrpc".into(), Member::Own("\"2.0\"".into())));
         if let Some(id) = id {
-            members.push(("id".into(), raw(id.as_json().to_owned())));
+            members.push(("id".into(), Member::Own(id.as_json().into())));
         }
         for (k, v) in rest {
-            members.push((key(k), raw(v.clone())));
+            members.push((key(k), Member::Own(v.as_str().into())));
         }
         Message {
             kind,
             members,
             id: id.cloned(),
             method: None,
-            raw: None,
+            src: None,
+            unchanged: false,
         }
     }
 }
 
-fn raw(text: String) -> Box<RawValue> {
-    RawValue::from_string(text).expect("built from valid JSON")
+/// The text of `m`, a member of a message whose text is `src`.
+fn member_text<'a>(src: Option<&'a str>, m: &'a Member) -> &'a str {
+    match m {
+        Member::At(start, end) => &src.expect("a parsed member points into its text")[*start..*end],
+        Member::Own(text) => text,
+    }
+}
+
+/// The method's name: the span inside the quotes when it holds no escape (nearly
+/// always), else unescaped into its own text.
+fn method_text(raw: &RawValue, span: Member) -> Result<Member, ParseError> {
+    const NOT_STRING: ParseError = ParseError::Invalid("`method` must be a string");
+    let text = raw.get();
+    if !text.starts_with('"') {
+        return Err(NOT_STRING);
+    }
+    match span {
+        Member::At(start, end) if !text.contains('\\') => Ok(Member::At(start + 1, end - 1)),
+        _ => serde_json::from_str::<String>(text)
+            .map(|m| Member::Own(m.into()))
+            .map_err(|_| NOT_STRING),
+    }
+}
+
+/// A message's text, lent to `Bytes` without a copy.
+struct Text(Arc<str>);
+
+impl AsRef<[u8]> for Text {
+    fn as_ref(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
 }
 
 fn json_string(s: &str) -> String {

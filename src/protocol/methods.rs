@@ -5,6 +5,8 @@
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::message::Raw;
+
 pub const INITIALIZE: &str = "initialize";
 pub const INITIALIZED: &str = "notifications/initialized";
 pub const PING: &str = "ping";
@@ -61,12 +63,12 @@ pub struct CancelledParams {
 }
 
 /// Parses `params` into a typed view; `None` when absent or of the wrong shape.
-pub fn parse_params<'a, T: Deserialize<'a>>(params: Option<&'a RawValue>) -> Option<T> {
+pub fn parse_params<'a, T: Deserialize<'a>>(params: Option<Raw<'a>>) -> Option<T> {
     serde_json::from_str(params?.get()).ok()
 }
 
 /// Reads `params._meta.progressToken` (string or number) as compact JSON text.
-pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
+pub fn progress_token(params: Option<Raw<'_>>) -> Option<String> {
     #[derive(Deserialize)]
     struct P<'a> {
         #[serde(borrow, rename = "_meta")]
@@ -94,7 +96,7 @@ pub fn progress_token(params: Option<&RawValue>) -> Option<String> {
 }
 
 /// Reads `params.progressToken` of a progress notification as a proxy-minted number.
-pub fn progress_token_of_notification(params: Option<&RawValue>) -> Option<u64> {
+pub fn progress_token_of_notification(params: Option<Raw<'_>>) -> Option<u64> {
     #[derive(Deserialize)]
     struct P {
         #[serde(rename = "progressToken")]
@@ -143,38 +145,42 @@ mod tests {
     #[test]
     fn progress_token_reads_strings_and_numbers() {
         assert_eq!(
-            progress_token(Some(&raw(r#"{"_meta":{"progressToken":5}}"#))),
+            progress_token(Some(Raw::from(&*raw(r#"{"_meta":{"progressToken":5}}"#)))),
             Some("5".into())
         );
         assert_eq!(
-            progress_token(Some(&raw(r#"{"_meta":{"progressToken":"t"}}"#))),
+            progress_token(Some(Raw::from(&*raw(r#"{"_meta":{"progressToken":"t"}}"#)))),
             Some("\"t\"".into())
         );
-        assert_eq!(progress_token(Some(&raw(r#"{"_meta":{}}"#))), None);
         assert_eq!(
-            progress_token(Some(&raw(r#"{"_meta":{"progressToken":{}}}"#))),
+            progress_token(Some(Raw::from(&*raw(r#"{"_meta":{}}"#)))),
+            None
+        );
+        assert_eq!(
+            progress_token(Some(Raw::from(&*raw(r#"{"_meta":{"progressToken":{}}}"#)))),
             None
         );
         assert_eq!(progress_token(None), None);
         // A member given twice: the last one counts, as in the servers' parsers.
         assert_eq!(
-            progress_token(Some(&raw(
+            progress_token(Some(Raw::from(&*raw(
                 r#"{"_meta":{"progressToken":"x","progressToken":17}}"#
-            ))),
+            )))),
             Some("17".into())
         );
         assert_eq!(
-            progress_token(Some(&raw(
+            progress_token(Some(Raw::from(&*raw(
                 r#"{"_meta":{"progressToken":"x"},"_meta":{"progressToken":"y"}}"#
-            ))),
+            )))),
             Some("\"y\"".into())
         );
     }
 
     #[test]
     fn uri_params_parse() {
-        let p: UriParams = parse_params(Some(&raw(r#"{"uri":"a://b","_meta":{}}"#))).unwrap();
+        let p: UriParams =
+            parse_params(Some(Raw::from(&*raw(r#"{"uri":"a://b","_meta":{}}"#)))).unwrap();
         assert_eq!(p.uri, "a://b");
-        assert!(parse_params::<UriParams>(Some(&raw(r#"{"uri":1}"#))).is_none());
+        assert!(parse_params::<UriParams>(Some(Raw::from(&*raw(r#"{"uri":1}"#)))).is_none());
     }
 }

@@ -3,6 +3,7 @@
 
 pub mod codec;
 pub mod listen;
+mod members;
 pub mod message;
 pub mod methods;
 pub mod shape;
@@ -11,7 +12,7 @@ pub mod tag;
 pub mod tool_headers;
 
 pub use message::{
-    code, nests_deeper_than, Incoming, Kind, Message, ParseError, RawId, MAX_NESTING,
+    code, nests_deeper_than, Incoming, Kind, Message, ParseError, Raw, RawId, MAX_NESTING,
 };
 
 /// Protocol versions of the handshake era that mcpmux speaks, newest first.

@@ -1,18 +1,24 @@
 //! Newline-delimited JSON framing for stdio, bounded.
 //!
-//! Wraps [`LinesCodec::new_with_max_length`]: a line longer than the limit is an error
-//! item (the rest of that line is discarded by the codec, never buffered without
-//! bound), as is a line that is not UTF-8, and reading continues with the next line. Lines are handed up as text; the
-//! caller parses them with [`crate::protocol::Message::parse`] and applies its policy.
+//! A line longer than the limit is an item of its own ([`Frame::TooLong`]; the rest of
+//! that line is discarded as it comes, never buffered without bound), as is a line that
+//! is not UTF-8, and reading continues with the next line. The rules are those of
+//! tokio-util's `LinesCodec` (a `\r` before the newline is dropped; a last line without
+//! a newline counts at the end of input), but a line is handed up as one shared text,
+//! copied once out of the read buffer: [`crate::protocol::Message::parse_line`] keeps
+//! that same text, so a stdio message costs one copy of its bytes. The caller parses
+//! and applies its policy.
 
-use bytes::{BufMut, Bytes, BytesMut};
-use tokio_util::codec::{Decoder, Encoder, LinesCodec, LinesCodecError};
+use std::sync::Arc;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use tokio_util::codec::{Decoder, Encoder};
 
 /// One decoded frame.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Frame {
     /// A complete line (without the newline), possibly empty.
-    Line(String),
+    Line(Arc<str>),
     /// A line exceeded the maximum length and was discarded.
     TooLong,
     /// A line that is not UTF-8 was discarded (JSON text is UTF-8).
@@ -22,13 +28,19 @@ pub enum Frame {
 /// Line codec with a maximum line length.
 #[derive(Debug)]
 pub struct JsonLines {
-    inner: LinesCodec,
+    max: usize,
+    /// Where the search for the next newline goes on: the bytes before it hold none.
+    searched: usize,
+    /// Inside a line over `max`, dropping bytes up to its newline.
+    discarding: bool,
 }
 
 impl JsonLines {
     pub fn new(max_line_bytes: usize) -> Self {
         JsonLines {
-            inner: LinesCodec::new_with_max_length(max_line_bytes),
+            max: max_line_bytes,
+            searched: 0,
+            discarding: false,
         }
     }
 }
@@ -38,26 +50,63 @@ impl Decoder for JsonLines {
     type Error = std::io::Error;
 
     fn decode(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
-        map(self.inner.decode(src))
+        loop {
+            // A line of `max` bytes and its newline is the most one search looks at.
+            let read_to = self.max.saturating_add(1).min(src.len());
+            let newline = memchr::memchr(b'\n', &src[self.searched..read_to]);
+            match (self.discarding, newline) {
+                (true, Some(at)) => {
+                    src.advance(self.searched + at + 1);
+                    self.discarding = false;
+                    self.searched = 0;
+                }
+                (true, None) => {
+                    src.advance(read_to);
+                    self.searched = 0;
+                    if src.is_empty() {
+                        return Ok(None);
+                    }
+                }
+                (false, Some(at)) => {
+                    let end = self.searched + at;
+                    self.searched = 0;
+                    let frame = line_frame(&src[..end]);
+                    src.advance(end + 1);
+                    return Ok(Some(frame));
+                }
+                (false, None) if src.len() > self.max => {
+                    self.discarding = true;
+                    return Ok(Some(Frame::TooLong));
+                }
+                (false, None) => {
+                    self.searched = read_to;
+                    return Ok(None);
+                }
+            }
+        }
     }
 
     fn decode_eof(&mut self, src: &mut BytesMut) -> Result<Option<Frame>, Self::Error> {
-        map(self.inner.decode_eof(src))
+        if let Some(frame) = self.decode(src)? {
+            return Ok(Some(frame));
+        }
+        self.searched = 0;
+        // No newline at the end: what is left is the last line, if anything.
+        if src.is_empty() || &src[..] == b"\r" {
+            return Ok(None);
+        }
+        let frame = line_frame(&src[..]);
+        src.clear();
+        Ok(Some(frame))
     }
 }
 
-fn map(r: Result<Option<String>, LinesCodecError>) -> Result<Option<Frame>, std::io::Error> {
-    match r {
-        Ok(Some(line)) => Ok(Some(Frame::Line(line))),
-        Ok(None) => Ok(None),
-        Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(Frame::TooLong)),
-        // The codec reports a line that is not UTF-8 as `InvalidData`, after taking the
-        // line out of the buffer: an item of its own, so that reading goes on (an
-        // error would end the stream).
-        Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
-            Ok(Some(Frame::NotUtf8))
-        }
-        Err(LinesCodecError::Io(e)) => Err(e),
+/// The frame of one line's bytes (without its newline).
+fn line_frame(line: &[u8]) -> Frame {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    match std::str::from_utf8(line) {
+        Ok(text) => Frame::Line(text.into()),
+        Err(_) => Frame::NotUtf8,
     }
 }
 
@@ -165,6 +214,59 @@ mod tests {
             frames,
             vec![Frame::TooLong, Frame::Line("{\"ok\":true}".into())]
         );
+    }
+
+    #[test]
+    fn a_line_that_arrives_in_pieces_is_one_line() {
+        let mut c = JsonLines::new(100);
+        let mut buf = BytesMut::from(&b"{\"a\":"[..]);
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        buf.extend_from_slice(b"1}\r");
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        buf.extend_from_slice(b"\n{\"b\"");
+        assert_eq!(
+            c.decode(&mut buf).unwrap(),
+            Some(Frame::Line("{\"a\":1}".into()))
+        );
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        assert_eq!(&buf[..], b"{\"b\"");
+    }
+
+    #[test]
+    fn an_over_long_line_in_pieces_is_reported_once_and_dropped_as_it_comes() {
+        let mut c = JsonLines::new(8);
+        let mut buf = BytesMut::from(&b"0123456789"[..]);
+        assert_eq!(c.decode(&mut buf).unwrap(), Some(Frame::TooLong));
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        // What was read of it is gone: nothing of an over-long line is kept.
+        assert!(buf.is_empty());
+        buf.extend_from_slice(b"abcdefghijklmnop");
+        assert_eq!(c.decode(&mut buf).unwrap(), None);
+        assert!(buf.is_empty());
+        buf.extend_from_slice(b"qr\n{}\n");
+        assert_eq!(c.decode(&mut buf).unwrap(), Some(Frame::Line("{}".into())));
+    }
+
+    #[test]
+    fn a_line_of_exactly_the_limit_is_kept() {
+        assert_eq!(
+            decode_all(8, b"12345678\n123456789\n{}\n"),
+            vec![
+                Frame::Line("12345678".into()),
+                Frame::TooLong,
+                Frame::Line("{}".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn the_last_line_without_a_newline_counts_at_the_end() {
+        assert_eq!(
+            decode_all(100, b"{}\n{\"last\":1}"),
+            vec![Frame::Line("{}".into()), Frame::Line("{\"last\":1}".into())]
+        );
+        assert_eq!(decode_all(100, b"{}\n\r"), vec![Frame::Line("{}".into())]);
+        assert_eq!(decode_all(100, b"\n"), vec![Frame::Line("".into())]);
     }
 
     #[test]

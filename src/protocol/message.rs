@@ -285,13 +285,24 @@ impl Message {
 
     /// [`Message::parse`] of one line of text (a stdio peer's), kept to be forwarded
     /// as it came (trimmed) while unchanged.
-    pub fn parse_line(line: String) -> Result<Message, ParseError> {
-        Self::parse_text(line.trim(), true)
+    /// The line's text is kept itself (not copied) unless it had to be trimmed.
+    pub fn parse_line(line: Arc<str>) -> Result<Message, ParseError> {
+        if line.trim().len() == line.len() {
+            Self::parse_shared(line, true)
+        } else {
+            Self::parse_text(line.trim(), true)
+        }
     }
 
     /// Parses `text`, keeping one copy of it that the members point into; `as_sent`:
     /// [`Message::to_bytes`] gives the text back while nothing changes.
     fn parse_text(text: &str, as_sent: bool) -> Result<Message, ParseError> {
+        Self::parse_shared(text.into(), as_sent)
+    }
+
+    /// [`Message::parse_text`] of a text already shared.
+    fn parse_shared(src: Arc<str>, as_sent: bool) -> Result<Message, ParseError> {
+        let text: &str = &src;
         let members = members_of(serde_json::from_str::<Members>(text))?.0;
         let base = text.as_ptr() as usize;
         // Where a member's text sits in `text`: raw values are borrowed from it.
@@ -307,7 +318,7 @@ impl Message {
             .iter()
             .map(|(name, raw)| (key(name), span(raw)))
             .collect();
-        let mut m = Self::from_members(members, method, Some(text.into()))?;
+        let mut m = Self::from_members(members, method, Some(src.clone()))?;
         m.unchanged = as_sent;
         Ok(m)
     }

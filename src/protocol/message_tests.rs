@@ -35,7 +35,7 @@ fn member_names_that_need_escapes_are_escaped_again() {
 #[test]
 fn a_line_is_given_back_as_it_came_until_a_member_changes() {
     let line = r#" {"jsonrpc": "2.0", "method":"n", "params":{"b":1, "a":2}} "#;
-    let mut m = Message::parse_line(line.to_owned()).unwrap();
+    let mut m = Message::parse_line(line.into()).unwrap();
     assert_eq!(&m.to_bytes()[..], line.trim().as_bytes());
     m.set_id(&RawId::from_u64(1));
     assert_eq!(

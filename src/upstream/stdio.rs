@@ -487,7 +487,7 @@ async fn log_stderr(stderr: tokio::process::ChildStderr, name: String) {
     let mut lines = FramedRead::new(stderr, JsonLines::new(STDERR_LINE_MAX));
     while let Some(Ok(frame)) = lines.next().await {
         let line = match frame {
-            Frame::Line(l) => l,
+            Frame::Line(l) => l.to_string(),
             Frame::TooLong => format!("(a line over {STDERR_LINE_MAX} bytes, not shown)"),
             Frame::NotUtf8 => "(a line that is not UTF-8, not shown)".to_owned(),
         };

@@ -84,7 +84,7 @@ fn message_of(
     }
 }
 
-fn parse_line(upstream: &str, line: String) -> Option<Message> {
+fn parse_line(upstream: &str, line: std::sync::Arc<str>) -> Option<Message> {
     if line.trim().is_empty() {
         return None;
     }
@@ -104,9 +104,10 @@ mod tests {
     use super::*;
 
     fn line(n: u32) -> std::io::Result<Frame> {
-        Ok(Frame::Line(format!(
-            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"n":{n}}}}}"#
-        )))
+        Ok(Frame::Line(
+            format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"n":{n}}}}}"#)
+                .into(),
+        ))
     }
 
     fn n_of(m: &Message) -> u64 {

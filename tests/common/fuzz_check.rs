@@ -66,6 +66,15 @@ pub fn decode_lines(data: &[u8], max: usize) {
                 Ok(Some(Frame::Line(line))) => {
                     assert!(line.len() <= max, "a line over the limit was returned");
                     check_envelope(line.as_bytes());
+                    // A stdio peer's line, kept as it came while unchanged.
+                    if let Ok(m) = Message::parse_line(line.clone()) {
+                        round_trip(&m);
+                        assert_eq!(
+                            &m.to_bytes()[..],
+                            line.trim().as_bytes(),
+                            "an unchanged line goes back out as it came"
+                        );
+                    }
                 }
                 // Both are dropped and reading goes on with the next line.
                 Ok(Some(Frame::TooLong | Frame::NotUtf8)) => {}

@@ -12,16 +12,7 @@ fn update(n: u64) -> Message {
 
 /// A client of `r` holding `test://a`, its outbox deep enough for `cap` messages.
 async fn holder(r: &mut Rig, cap: usize) -> Client {
-    let outbox = Outbox::new(cap);
-    let id = r.hub.open_client(outbox.clone()).await.unwrap();
-    let mut c = Client {
-        id,
-        outbox,
-        hub: r.hub.clone(),
-        next_id: 0,
-    };
-    c.call("initialize", json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}))
-        .await;
+    let mut c = r.client_on(Outbox::new(cap), json!({})).await;
     c.send("resources/subscribe", json!({"uri": "test://a"}))
         .await;
     let up = r.upstream_msgs().await;

@@ -130,7 +130,11 @@ struct Client {
 
 impl Rig {
     async fn client(&self, caps: Value) -> Client {
-        let outbox = Outbox::new(64);
+        self.client_on(Outbox::new(64), caps).await
+    }
+
+    /// A client whose messages go to `outbox`, initialized with `caps`.
+    async fn client_on(&self, outbox: std::sync::Arc<Outbox>, caps: Value) -> Client {
         let id = self.hub.open_client(outbox.clone()).await.unwrap();
         let mut c = Client {
             id,

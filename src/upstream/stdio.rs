@@ -26,7 +26,7 @@ use super::driver::{self, Inbound, SessionEnd, Supervisor, Transport};
 use super::probe::{self, Probed, Verdict};
 use super::process_group::ProcessGroup;
 use super::stateless::{self, StatelessSession};
-use super::stdio_read::{read_message, read_ready, READ_BATCH};
+use super::stdio_read::{read_message, read_ready, READ_BATCH, READ_BUFFER};
 use super::{InitInfo, Related, UpstreamCmd, UpstreamEvent, UpstreamLink};
 use crate::config::{RestartConfig, ServerConfig, UpstreamProtocol, UpstreamTransport};
 use crate::protocol::codec::{Frame, JsonLines};
@@ -114,7 +114,7 @@ impl Transport for StdioUpstream {
         }
         let mut writer = FramedWrite::new(stdin, JsonLines::new(self.max_line));
         let mut reader =
-            FramedRead::with_capacity(stdout, JsonLines::new(self.max_line), 64 * 1024);
+            FramedRead::with_capacity(stdout, JsonLines::new(self.max_line), READ_BUFFER);
 
         let init_timeout = Duration::from_millis(self.restart.init_timeout_ms);
         // Whether the probe went unanswered in time: its answer may still come (a

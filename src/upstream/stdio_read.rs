@@ -12,9 +12,14 @@ use futures_util::{FutureExt, Stream, StreamExt};
 use crate::protocol::codec::Frame;
 use crate::protocol::Message;
 
-/// Most messages [`read_ready`] adds to one batch. A batch is handled across the hub's
-/// turns, so this bounds only what one send to the hub holds.
+/// Most messages in one batch: the one waited for and those [`read_ready`] found
+/// behind it. A batch is handled across the hub's turns, so this bounds only what one
+/// send to the hub holds.
 pub(super) const READ_BATCH: usize = 64;
+
+/// What one read of a server's stdout takes at most: what a Linux pipe holds, so a
+/// burst's backlog is read in one system call and batched whole.
+pub(super) const READ_BUFFER: usize = 64 * 1024;
 
 /// The next message the server writes, skipping blank, unparseable and overlong
 /// lines (logged). Cancel-safe: a line is consumed only when it is returned or

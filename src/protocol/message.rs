@@ -179,20 +179,6 @@ impl<'a> From<&'a RawValue> for Raw<'a> {
     }
 }
 
-impl fmt::Display for Raw<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.0)
-    }
-}
-
-/// Written as the JSON it is, not as a string.
-impl serde::Serialize for Raw<'_> {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let raw: &RawValue = serde_json::from_str(self.0).map_err(serde::ser::Error::custom)?;
-        raw.serialize(s)
-    }
-}
-
 /// A member name. The six JSON-RPC names are shared statics, so parsing a message
 /// allocates only for names of other members.
 type Key = Cow<'static, str>;

@@ -304,7 +304,7 @@ impl Message {
             .iter()
             .map(|(name, raw)| (key(name), span(raw)))
             .collect();
-        let mut m = Self::from_members(members, method, Some(src.clone()))?;
+        let mut m = Self::from_members(members, method, Some(src))?;
         m.unchanged = as_sent;
         Ok(m)
     }

@@ -32,6 +32,12 @@ use crate::protocol::shape::CacheHints;
 use crate::protocol::RawId;
 use crate::state::ids::SubKey;
 
+mod queued;
+pub use queued::{Queued, Run};
+
+/// Slots an outbox's queue keeps allocated once drained message by message.
+const KEEP_SLOTS: usize = 4;
+
 /// What an outbound message is, for the policy and for stream routing.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum OutKind {
@@ -189,7 +195,9 @@ pub enum Pushed {
 #[derive(Debug)]
 pub struct OutboxState {
     cap: usize,
-    queue: VecDeque<Outbound>,
+    queue: VecDeque<Queued>,
+    /// Messages in `queue` (a run counts each of its messages).
+    queued: usize,
     /// Coalesced notifications in arrival order of their keys; one entry per key.
     coalesced: Vec<Outbound>,
     closed: Option<CloseReason>,
@@ -206,6 +214,7 @@ impl OutboxState {
         OutboxState {
             cap: cap.max(1),
             queue: VecDeque::new(),
+            queued: 0,
             coalesced: Vec::new(),
             closed: None,
             peak: 0,
@@ -218,8 +227,9 @@ impl OutboxState {
         if let Some(r) = &self.closed {
             return Pushed::Closed(r.clone());
         }
-        let result = if self.queue.len() < self.cap {
-            self.queue.push_back(msg);
+        let result = if self.queued < self.cap {
+            self.queue.push_back(Queued::One(msg));
+            self.queued += 1;
             Pushed::Queued
         } else {
             match &msg.kind {
@@ -243,7 +253,12 @@ impl OutboxState {
                         *slot = msg;
                         self.merged += 1;
                         Pushed::Coalesced
-                    } else if self.queue.iter().rev().take(1).any(same) {
+                    } else if self
+                        .queue
+                        .back()
+                        .and_then(|q| q.as_slice().last())
+                        .is_some_and(same)
+                    {
                         // The newest queued message already says the same thing.
                         self.merged += 1;
                         Pushed::Coalesced
@@ -260,34 +275,73 @@ impl OutboxState {
         result
     }
 
+    /// Queues a run whole when the queue has room for all of it (the holder's share is
+    /// one reference); otherwise message by message under the policy, as if each came
+    /// alone. Returns why the outbox closed, if it did (the rest is dropped).
+    pub fn push_run(&mut self, run: Run) -> Option<CloseReason> {
+        if let Some(r) = &self.closed {
+            return Some(r.clone());
+        }
+        if self.queued + run.len() <= self.cap {
+            self.queued += run.len();
+            self.queue.push_back(Queued::Run(run));
+            self.peak = self.peak.max(self.len());
+            return None;
+        }
+        for msg in run.as_slice() {
+            if let Pushed::Closed(why) = self.push(msg.clone()) {
+                return Some(why);
+            }
+        }
+        None
+    }
+
     fn close(&mut self, reason: CloseReason) -> Pushed {
         self.closed = Some(reason.clone());
         self.queue.clear();
+        self.queued = 0;
         self.coalesced.clear();
         Pushed::Closed(reason)
     }
 
-    /// Moves everything pending into `out`, queue first, then coalesced entries. An
-    /// empty `out` takes the queue's buffer itself (no copy), so an outbox that was
-    /// drained holds no buffer while its session is idle.
-    pub fn drain_into(&mut self, out: &mut Vec<Outbound>) {
+    /// Moves everything pending into `out` as entries, queue first, then coalesced
+    /// entries: a run stays shared. An empty `out` takes the queue's buffer itself (no
+    /// copy), so an outbox that was drained holds no buffer while its session is idle.
+    pub fn drain_entries_into(&mut self, out: &mut Vec<Queued>) {
         if out.is_empty() {
             *out = Vec::from(std::mem::take(&mut self.queue));
         } else {
             out.extend(self.queue.drain(..));
         }
+        self.queued = 0;
+        out.extend(self.coalesced.drain(..).map(Queued::One));
+    }
+
+    /// [`OutboxState::drain_entries_into`] message by message: each message of a run
+    /// is one more reference to it.
+    /// An emptied queue keeps its buffer only while that is small (an outbox that was
+    /// drained after a burst holds no burst-sized buffer while its client is idle).
+    pub fn drain_into(&mut self, out: &mut Vec<Outbound>) {
+        out.reserve(self.len());
+        for q in self.queue.drain(..) {
+            q.flatten_into(out);
+        }
+        if self.queue.capacity() > KEEP_SLOTS {
+            self.queue = VecDeque::new();
+        }
+        self.queued = 0;
         out.append(&mut self.coalesced);
     }
 
     /// Makes room in the queue for `n` more messages (no more than the cap allows), so
     /// a batch is queued without the queue growing step by step.
     pub fn reserve(&mut self, n: usize) {
-        let room = self.cap.saturating_sub(self.queue.len());
+        let room = self.cap.saturating_sub(self.queued);
         self.queue.reserve(n.min(room));
     }
 
     pub fn len(&self) -> usize {
-        self.queue.len() + self.coalesced.len()
+        self.queued + self.coalesced.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -391,6 +445,21 @@ impl Outbox {
         (closed, wake)
     }
 
+    /// [`Outbox::push_all_deferred`] for a run shared with other clients
+    /// ([`OutboxState::push_run`]).
+    pub fn push_run_deferred(&self, run: Run) -> (Option<CloseReason>, bool) {
+        let (closed, was_empty) = {
+            let mut s = self.lock();
+            let was_empty = s.is_empty();
+            (s.push_run(run), was_empty)
+        };
+        if closed.is_some() {
+            self.close_waker.wake();
+        }
+        let wake = was_empty || closed.is_some();
+        (closed, wake)
+    }
+
     /// Wakes the writer (see [`Outbox::push_deferred`]).
     pub fn wake(&self) {
         self.notify.notify_one();
@@ -446,6 +515,16 @@ impl Outbox {
             return Err(r.clone());
         }
         s.drain_into(out);
+        Ok(())
+    }
+
+    /// [`Outbox::drain`] as entries: a run the hub shared stays one entry.
+    pub fn drain_entries(&self, out: &mut Vec<Queued>) -> Result<(), CloseReason> {
+        let mut s = self.lock();
+        if let Some(r) = s.closed() {
+            return Err(r.clone());
+        }
+        s.drain_entries_into(out);
         Ok(())
     }
 

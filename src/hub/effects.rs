@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::deadlines::RequestTimer;
 use super::{Hub, SubError, Timer, Waiter};
-use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox, Pushed};
+use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox, Pushed, Run};
 use crate::protocol::methods;
 use crate::protocol::{code, Message, RawId};
 use crate::state::ids::{ClientId, ProxyId, SubKey, UpstreamId};
@@ -387,6 +387,17 @@ impl Turn {
         outs: &mut Vec<Outbound>,
     ) {
         let (closed, wake) = outbox.push_all_deferred(outs);
+        if wake {
+            self.wake_due.push(outbox.clone());
+        }
+        if let Some(reason) = closed {
+            self.refused.push((client, reason));
+        }
+    }
+
+    /// Queues a run shared with other clients to one client.
+    pub(super) fn push_run(&mut self, client: ClientId, outbox: &Arc<Outbox>, run: Run) {
+        let (closed, wake) = outbox.push_run_deferred(run);
         if wake {
             self.wake_due.push(outbox.clone());
         }

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use super::effects::notification_out;
 use super::Hub;
-use crate::downstream::outbox::{OutKind, Outbound};
+use crate::downstream::outbox::{OutKind, Outbound, Run};
 use crate::protocol::{Message, RawId};
 use crate::state::ids::{parent_uris, ClientId, SubKey};
 use crate::state::subscriptions::SubscriptionRegistry;
@@ -164,6 +164,9 @@ impl Hub {
             return;
         };
         let mut outs = Vec::with_capacity(held.deliveries.len());
+        // Sessions all get the same messages: with several, one run shared by all of
+        // them, so each holder takes one reference for the lot (made at the first).
+        let mut run: Option<Option<Run>> = (held.deliveries.len() < 2).then_some(None);
         for &c in held.clients.iter() {
             // One lookup of the client table per holder (and one of the listens for a
             // stateless client): this loop runs for every holder of every burst.
@@ -171,6 +174,15 @@ impl Hub {
                 continue;
             };
             let stateless = state.init.as_ref().is_some_and(|i| i.stateless.is_some());
+            if !stateless {
+                let shared = run.get_or_insert_with(|| {
+                    Run::new(held.deliveries.iter().map(|d| d.plain.clone()).collect())
+                });
+                if let Some(shared) = shared {
+                    self.turn.push_run(c, &state.outbox, shared.clone());
+                    continue;
+                }
+            }
             let listen = if stateless {
                 self.listens.acked(c)
             } else {

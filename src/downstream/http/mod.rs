@@ -35,6 +35,7 @@ mod handoff;
 mod header_timer;
 mod listener;
 mod post;
+mod replay;
 mod request_stream;
 mod session;
 mod sse;

@@ -43,10 +43,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn, Instrument};
 
-use super::sse::{LastEventId, ReplayBuffer};
+use super::replay::ReplayBuffer;
+use super::sse::LastEventId;
 use crate::downstream::lane;
 use crate::downstream::link::ClientLink;
-use crate::downstream::outbox::{CloseReason, Outbound, Outbox};
+use crate::downstream::outbox::{CloseReason, Outbox, Queued};
 use crate::protocol::RawId;
 use crate::state::ids::{ClientId, ViewId};
 
@@ -211,7 +212,7 @@ pub(crate) fn start(
 }
 
 pub(crate) struct SessionActor {
-    replay: ReplayBuffer<Outbound>,
+    replay: ReplayBuffer<Queued>,
     /// Highest event id handed to any GET stream (events above it were never sent).
     delivered: u64,
     posts: HashMap<u64, SessionPost>,
@@ -225,7 +226,7 @@ pub(crate) struct SessionActor {
     /// The session ended: its GET body ends too.
     ended: bool,
     /// Drained from the outbox, not yet routed (only non-empty while a stream is full).
-    backlog: VecDeque<Outbound>,
+    backlog: VecDeque<Queued>,
     last_activity: Instant,
     client: ClientId,
 }
@@ -265,16 +266,11 @@ async fn run(
                 blocked = a.flush();
                 if blocked.is_none() {
                     let mut batch = Vec::new();
-                    if let Err(why) = outbox.drain(&mut batch) {
+                    if let Err(why) = outbox.drain_entries(&mut batch) {
                         break close_reason(&why);
                     }
                     if !batch.is_empty() {
-                        if a.backlog.is_empty() {
-                            // Takes the batch's buffer (no copy).
-                            a.backlog = VecDeque::from(batch);
-                        } else {
-                            a.backlog.extend(batch);
-                        }
+                        a.take_batch(batch);
                         blocked = a.flush();
                     }
                     a.release_idle_buffers();
@@ -289,7 +285,7 @@ async fn run(
                 // Answers the hub queued before the end (the shutdown drain's)
                 // still reach their POSTs.
                 let mut batch = Vec::new();
-                if outbox.drain(&mut batch).is_ok() {
+                if outbox.drain_entries(&mut batch).is_ok() {
                     let mut a = shared.lock();
                     a.backlog.extend(batch);
                     a.flush();
@@ -439,20 +435,36 @@ impl SessionActor {
     /// routing a whole drained batch first would evict undelivered events — lose them
     /// — whenever a burst outgrew `listen.sse_replay_events`.
     pub(crate) fn flush(&mut self) -> Option<lane::Sender<Bytes>> {
-        while let Some(out) = self.backlog.pop_front() {
+        while let Some(entry) = self.backlog.pop_front() {
             let unsent = self
                 .get
                 .as_ref()
                 .map_or(0, |g| self.replay.last_id().saturating_sub(g.cursor));
             if unsent >= self.replay.cap() {
-                self.backlog.push_front(out);
+                self.backlog.push_front(entry);
                 return None;
             }
             // By value: a message held for replay keeps the backlog's reference rather
             // than taking one more (every holder's count is one shared atomic).
-            if let Routed::Full(tx, out) = self.route(out) {
-                self.backlog.push_front(out);
-                return Some(tx);
+            match entry {
+                Queued::One(out) => {
+                    if let Routed::Full(tx, out) = self.route(out) {
+                        self.backlog.push_front(Queued::One(out));
+                        return Some(tx);
+                    }
+                }
+                // A run is notifications related to no request: all for the GET
+                // stream, as much of it as the bound lets through now.
+                Queued::Run(mut run) => {
+                    let room = usize::try_from(self.replay.cap() - unsent).unwrap_or(usize::MAX);
+                    if run.len() > room {
+                        let front = run.take_front(room);
+                        self.backlog.push_front(Queued::Run(run));
+                        self.onto_get_stream(Queued::Run(front));
+                    } else {
+                        self.onto_get_stream(Queued::Run(run));
+                    }
+                }
             }
         }
         None
@@ -500,7 +512,9 @@ impl SessionActor {
         !self.backlog.is_empty()
     }
 
-    pub(crate) fn take_batch(&mut self, batch: Vec<Outbound>) {
+    /// Queues what was drained from the outbox behind the backlog (an empty backlog
+    /// takes the batch's buffer, no copy).
+    pub(crate) fn take_batch(&mut self, batch: Vec<Queued>) {
         if self.backlog.is_empty() {
             self.backlog = VecDeque::from(batch);
         } else {

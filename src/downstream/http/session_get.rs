@@ -80,7 +80,7 @@ impl GetEvents {
             let mut blocked = if a.has_backlog() { a.flush() } else { None };
             if blocked.is_none() && !a.has_backlog() {
                 let mut batch = Vec::new();
-                if self.outbox.drain(&mut batch).is_err() {
+                if self.outbox.drain_entries(&mut batch).is_err() {
                     // Closed: the actor sees it too, and ends the session.
                     return Err(());
                 }

@@ -15,7 +15,7 @@ use tracing::{debug, warn};
 use super::{PostSink, SessionActor};
 use crate::downstream::http::sse;
 use crate::downstream::lane;
-use crate::downstream::outbox::{OutKind, Outbound};
+use crate::downstream::outbox::{OutKind, Outbound, Queued};
 use crate::protocol::{Message, RawId};
 
 /// Events of one POST's SSE answer kept for a resuming GET.
@@ -219,8 +219,8 @@ impl SessionActor {
         Routed::Done
     }
 
-    pub(super) fn onto_get_stream(&mut self, out: Outbound) {
-        let (_, evicted) = self.replay.push(out);
+    pub(super) fn onto_get_stream(&mut self, out: impl Into<Queued>) {
+        let (_, evicted) = self.replay.push(out.into());
         if let Some(old) = evicted.filter(|old| *old > self.delivered) {
             warn!(client.id = %self.client, event_id = old,
                 "GET replay buffer full: oldest undelivered event dropped \

@@ -1,8 +1,8 @@
-//! Server-Sent Events framing, the per-session replay buffer and the SSE body stream.
+//! Server-Sent Events framing and the SSE body stream.
 //!
-//! Owns: turning JSON-RPC message bytes into SSE events (`id:` + `data:` lines), the
-//! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption, the
-//! response body of a POST stream that batches every chunk available into one write
+//! Owns: turning JSON-RPC message bytes into SSE events (`id:` + `data:` lines; the
+//! bounded buffer of GET-stream events kept for `Last-Event-ID` resumption is
+//! `replay.rs`), the response body of a POST stream that batches every chunk available into one write
 //! ([`sse_body`]; the body of a stream that drains its outbox itself is
 //! `events_body.rs`), and the keep-alive clock of every SSE stream ([`KeepAlive`]).
 //! Never: decides routing (the session's and the request's job) or touches the hub.
@@ -11,7 +11,6 @@
 //! Invariants: event ids are assigned here, strictly increasing from 1 per session;
 //! the buffer never holds more than `cap` events (oldest dropped first).
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
@@ -22,7 +21,6 @@ use tokio::time::{Instant, Sleep};
 
 use super::decimal::Decimal;
 use crate::downstream::lane;
-use crate::downstream::outbox::Outbound;
 use bytes::{BufMut, Bytes, BytesMut};
 use futures_util::Stream;
 
@@ -82,7 +80,7 @@ pub(crate) fn write_event(buf: &mut BytesMut, id: Option<u64>, data: &[u8]) {
 /// [`write_event`], told whether `data` is already known to hold no line break (then
 /// it is not scanned again: a message shared by many sessions is scanned once, when
 /// it is made, not once per session).
-fn write_framed(buf: &mut BytesMut, id: Option<&[u8]>, data: &[u8], one_line: bool) {
+pub(super) fn write_framed(buf: &mut BytesMut, id: Option<&[u8]>, data: &[u8], one_line: bool) {
     buf.reserve(data.len() + FRAMING);
     if let Some(id) = id {
         buf.put_slice(b"id: ");
@@ -170,109 +168,9 @@ pub(crate) fn post_event(stream: u64, seq: u64, data: &[u8]) -> Bytes {
     buf.freeze()
 }
 
-/// An event the replay buffer holds: its data, and whether that data is known to be
-/// one line (so framing it need not scan it).
-pub(crate) trait EventData: AsRef<[u8]> {
-    fn one_line(&self) -> bool {
-        false
-    }
-}
-
-impl EventData for Outbound {
-    fn one_line(&self) -> bool {
-        self.one_line
-    }
-}
-
-impl EventData for Bytes {}
-impl EventData for String {}
-impl EventData for &[u8] {}
-impl<const N: usize> EventData for &[u8; N] {}
-
-/// The GET stream's events with their ids, bounded for replay.
-///
-/// Each held event is the message itself as the hub queued it (`T` is the session's
-/// [`crate::downstream::outbox::Outbound`]: one reference to the bytes every holder of
-/// that update shares, never a per-session copy). An event is framed (`id:` + `data:`)
-/// only when a stream is handed it, into one chunk per hand-over that lives until it is
-/// written. So a burst to N sessions keeps one copy of each update in memory, not N
-/// framed ones, and the framing buffers are short-lived and reused by the allocator
-/// (docs/architecture.md, "Fan-out": held events and framing).
-///
-/// Ids are contiguous: `events[i]` has id `last_id - events.len() + 1 + i`.
-#[derive(Debug)]
-pub(crate) struct ReplayBuffer<T> {
-    cap: usize,
-    /// Held events in id order.
-    events: VecDeque<T>,
-    /// Id of the last event pushed (0 before the first).
-    last_id: u64,
-}
-
-impl<T: EventData> ReplayBuffer<T> {
-    pub(crate) fn new(cap: usize) -> Self {
-        ReplayBuffer {
-            cap: cap.max(1),
-            events: VecDeque::new(),
-            last_id: 0,
-        }
-    }
-
-    /// Keeps `event` under the next id. Returns the new id and, when the bound forced
-    /// the oldest event out, that event's id.
-    pub(crate) fn push(&mut self, event: T) -> (u64, Option<u64>) {
-        let evicted = if self.events.len() >= self.cap {
-            let oldest = self.oldest_id();
-            self.events.pop_front();
-            oldest
-        } else {
-            None
-        };
-        self.last_id += 1;
-        self.events.push_back(event);
-        (self.last_id, evicted)
-    }
-
-    pub(crate) fn last_id(&self) -> u64 {
-        self.last_id
-    }
-
-    /// How many events it keeps.
-    pub(crate) fn cap(&self) -> u64 {
-        self.cap as u64
-    }
-
-    /// Id of the oldest event still held.
-    pub(crate) fn oldest_id(&self) -> Option<u64> {
-        let held = self.events.len() as u64;
-        (held > 0).then(|| self.last_id + 1 - held)
-    }
-
-    /// All held events with an id greater than `after`, framed into one chunk, and the
-    /// id of the last one. `None` when there is nothing newer.
-    pub(crate) fn chunk_after(&self, after: u64) -> Option<(Bytes, u64)> {
-        let first = self.oldest_id()?;
-        let skip = after.saturating_add(1).saturating_sub(first);
-        let skip = usize::try_from(skip).unwrap_or(usize::MAX);
-        if skip >= self.events.len() {
-            return None;
-        }
-        let run = self.events.range(skip..);
-        // Room for each event's framing too, so a burst's chunk is allocated once.
-        let total = run.clone().map(|e| e.as_ref().len() + FRAMING).sum();
-        let mut buf = BytesMut::with_capacity(total);
-        let mut id = Decimal::new(first + skip as u64);
-        for e in run {
-            write_framed(&mut buf, Some(id.as_bytes()), e.as_ref(), e.one_line());
-            id.step();
-        }
-        Some((buf.freeze(), self.last_id))
-    }
-}
-
 /// Bytes [`write_event`] adds to a one-line event: `id: ` + up to 20 digits + `\n`,
 /// `data: `, `\n\n`.
-const FRAMING: usize = 4 + 20 + 1 + 6 + 2;
+pub(super) const FRAMING: usize = 4 + 20 + 1 + 6 + 2;
 
 /// An SSE response body: every chunk the session actor sent, merged with whatever else
 /// is already queued into a single `Bytes` (one write per wake-up: the cost is per system
@@ -335,165 +233,6 @@ mod tests {
     }
 
     #[test]
-    fn replay_buffer_assigns_monotonic_ids_and_drops_oldest() {
-        let mut r = ReplayBuffer::new(2);
-        assert_eq!(r.push(b"1"), (1, None));
-        assert_eq!(r.push(b"2"), (2, None));
-        assert_eq!(r.push(b"3"), (3, Some(1)));
-        assert_eq!(r.oldest_id(), Some(2));
-        assert_eq!(r.last_id(), 3);
-    }
-
-    #[test]
-    fn a_message_known_to_be_one_line_frames_like_any_other() {
-        use crate::downstream::outbox::OutKind;
-        let one = Outbound::new(
-            Bytes::from_static(b"{\"a\":1}"),
-            OutKind::Notification,
-            None,
-        );
-        let many = Outbound::new(
-            Bytes::from_static(b"{\n\"a\":1}"),
-            OutKind::Notification,
-            None,
-        );
-        assert!(one.one_line && !many.one_line);
-        let mut r = ReplayBuffer::new(4);
-        r.push(one);
-        r.push(many);
-        let (chunk, _) = r.chunk_after(0).unwrap();
-        let mut want = event(Some(1), b"{\"a\":1}").to_vec();
-        want.extend_from_slice(&event(Some(2), b"{\n\"a\":1}"));
-        assert_eq!(text(&chunk), text(&want));
-        assert!(text(&chunk).ends_with("id: 2\ndata: {\ndata: \"a\":1}\n\n"));
-    }
-
-    #[test]
-    fn chunk_after_concatenates_newer_events() {
-        let mut r = ReplayBuffer::new(10);
-        for d in [b"a", b"b", b"c"] {
-            r.push(d);
-        }
-        let (chunk, last) = r.chunk_after(1).unwrap();
-        assert_eq!(text(&chunk), "id: 2\ndata: b\n\nid: 3\ndata: c\n\n");
-        assert_eq!(last, 3);
-        assert!(r.chunk_after(3).is_none());
-        assert!(r.chunk_after(99).is_none());
-        assert_eq!(r.chunk_after(0).unwrap().1, 3);
-    }
-
-    #[test]
-    fn chunk_after_an_evicted_id_starts_at_the_oldest_held() {
-        let mut r = ReplayBuffer::new(2);
-        for d in [b"a", b"b", b"c", b"d"] {
-            r.push(d);
-        }
-        let (chunk, last) = r.chunk_after(1).unwrap();
-        assert_eq!(text(&chunk), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
-        assert_eq!(last, 4);
-    }
-
-    #[test]
-    fn a_hand_over_frames_every_newer_event_each_time_it_is_asked() {
-        let mut r = ReplayBuffer::new(10);
-        r.push(b"a");
-        r.push(b"b");
-        assert_eq!(r.chunk_after(0).unwrap().1, 2);
-        r.push(b"c");
-        r.push(b"d");
-        let (second, last) = r.chunk_after(2).unwrap();
-        assert_eq!(text(&second), "id: 3\ndata: c\n\nid: 4\ndata: d\n\n");
-        assert_eq!(last, 4);
-        // Asked again (a resuming GET), the same bytes come back.
-        assert_eq!(r.chunk_after(2).unwrap().0, second);
-        // A run over two hand-overs is one chunk.
-        assert_eq!(
-            text(&r.chunk_after(1).unwrap().0),
-            "id: 2\ndata: b\n\nid: 3\ndata: c\n\nid: 4\ndata: d\n\n"
-        );
-    }
-
-    #[test]
-    fn held_events_are_the_shared_messages_not_copies() {
-        let shared = Bytes::from_static(b"{}");
-        let mut r = ReplayBuffer::new(2);
-        r.push(shared.clone());
-        r.push(shared.clone());
-        r.push(shared.clone());
-        assert_eq!(r.events.len(), 2);
-        assert!(r.events.iter().all(|e| e.as_ptr() == shared.as_ptr()));
-        assert_eq!(
-            text(&r.chunk_after(0).unwrap().0),
-            "id: 2\ndata: {}\n\nid: 3\ndata: {}\n\n"
-        );
-    }
-
-    #[test]
-    fn multi_line_events_fit_the_hand_over() {
-        let mut r = ReplayBuffer::new(4);
-        r.push(&b"{\n\"a\":\n1\n}"[..]);
-        assert_eq!(
-            text(&r.chunk_after(0).unwrap().0),
-            "id: 1\ndata: {\ndata: \"a\":\ndata: 1\ndata: }\n\n"
-        );
-    }
-
-    #[test]
-    fn eviction_counts_from_the_oldest_held() {
-        let mut r = ReplayBuffer::new(2);
-        assert_eq!(r.oldest_id(), None);
-        assert_eq!(r.push(b"a"), (1, None));
-        assert_eq!(r.oldest_id(), Some(1));
-        assert_eq!(r.push(b"b"), (2, None));
-        assert_eq!(r.push(b"c"), (3, Some(1)));
-        assert_eq!(r.oldest_id(), Some(2));
-        assert_eq!(
-            text(&r.chunk_after(0).unwrap().0),
-            "id: 2\ndata: b\n\nid: 3\ndata: c\n\n"
-        );
-    }
-
-    proptest::proptest! {
-        /// Against a model that keeps every event framed as its own buffer: the same
-        /// ids, the same evictions, the same bytes for every `chunk_after`.
-        #[test]
-        fn replay_buffer_matches_a_per_event_model(
-            cap in 1usize..6,
-            ops in proptest::collection::vec(proptest::option::of(0u64..12), 1..40),
-        ) {
-            let mut r = ReplayBuffer::new(cap);
-            let mut model: VecDeque<(u64, Bytes)> = VecDeque::new();
-            let mut next = 1u64;
-            for op in ops {
-                match op {
-                    None => {
-                        // Every third event spans lines, as a pretty-printing peer's would.
-                        let data = if next.is_multiple_of(3) { format!("e\n{next}") } else { format!("e{next}") };
-                        let evicted = (model.len() >= cap).then(|| model.pop_front().unwrap().0);
-                        model.push_back((next, event(Some(next), data.as_bytes())));
-                        proptest::prop_assert_eq!(r.push(data), (next, evicted));
-                        next += 1;
-                    }
-                    Some(after) => {
-                        let want: Vec<u8> = model
-                            .iter()
-                            .filter(|(id, _)| *id > after)
-                            .flat_map(|(_, ev)| ev.iter().copied())
-                            .collect();
-                        let got = r.chunk_after(after);
-                        proptest::prop_assert_eq!(got.is_none(), want.is_empty());
-                        if let Some((chunk, last)) = got {
-                            proptest::prop_assert_eq!(&chunk[..], &want[..]);
-                            proptest::prop_assert_eq!(last, model.back().unwrap().0);
-                        }
-                    }
-                }
-                proptest::prop_assert_eq!(r.oldest_id(), model.front().map(|e| e.0));
-            }
-        }
-    }
-
-    #[test]
     fn decimal_ids_are_written_exactly() {
         for n in [0u64, 7, 10, 99, 12_345, u64::MAX] {
             let mut b = BytesMut::new();
@@ -503,9 +242,7 @@ mod tests {
     }
 
     #[test]
-    fn empty_buffer_has_nothing() {
-        let r = ReplayBuffer::<Bytes>::new(4);
-        assert!(r.chunk_after(0).is_none());
+    fn last_event_ids_and_post_events() {
         assert_eq!(parse_last_event_id(" 12 "), Some(LastEventId::Get(12)));
         assert_eq!(parse_last_event_id("x"), None);
         assert_eq!(

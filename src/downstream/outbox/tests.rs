@@ -197,3 +197,76 @@ fn full_shared_queue_coalesces_per_recipient() {
         ]
     );
 }
+
+fn texts_of(out: &[Outbound]) -> Vec<String> {
+    out.iter()
+        .map(|o| String::from_utf8(o.bytes.to_vec()).unwrap())
+        .collect()
+}
+
+#[test]
+fn a_run_with_room_is_one_shared_entry_and_drains_either_way() {
+    let items: Arc<[Outbound]> = Arc::from([upd("a", 1), upd("a", 2), upd("b", 1)]);
+    let ob = Outbox::new(4);
+    assert_eq!(
+        ob.push_run_deferred(Run::new(items.clone()).unwrap()),
+        (None, true),
+        "empty before: the writer is woken"
+    );
+    assert_eq!(ob.len(), 3, "a run counts each of its messages");
+    let mut entries = vec![];
+    ob.drain_entries(&mut entries).unwrap();
+    assert_eq!(entries.len(), 1, "one entry");
+    assert!(
+        std::ptr::eq(entries[0].as_slice().as_ptr(), items.as_ptr()),
+        "the hub's array itself, not a copy"
+    );
+    // The same again, drained message by message.
+    ob.push_run_deferred(Run::new(items.clone()).unwrap());
+    ob.push(msg(OutKind::Response, "r"));
+    let mut out = vec![];
+    ob.drain(&mut out).unwrap();
+    assert_eq!(texts_of(&out), ["a#1", "a#2", "b#1", "r"]);
+    assert!(ob.is_empty());
+}
+
+#[test]
+fn a_run_without_room_is_queued_message_by_message_under_the_policy() {
+    let mut s = OutboxState::new(3);
+    s.push(upd("x", 0));
+    s.push(upd("y", 0));
+    // One slot left: "a#1" is queued, the rest coalesce per URI.
+    let run = Run::new(Arc::from([
+        upd("a", 1),
+        upd("b", 1),
+        upd("b", 2),
+        upd("c", 1),
+    ]));
+    assert_eq!(s.push_run(run.unwrap()), None);
+    assert_eq!(s.merged, 1);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    assert_eq!(texts_of(&out), ["x#0", "y#0", "a#1", "b#2", "c#1"]);
+    // A closed outbox takes nothing.
+    let mut s = OutboxState::new(1);
+    s.push(msg(OutKind::Notification, "n"));
+    s.push(msg(OutKind::Response, "r"));
+    let run = Run::new(Arc::from([upd("a", 1)])).unwrap();
+    assert_eq!(s.push_run(run), Some(CloseReason::QueueFull));
+    assert!(s.is_empty());
+}
+
+#[test]
+fn an_update_after_a_run_coalesces_with_the_runs_last_message() {
+    let mut s = OutboxState::new(2);
+    let run = Run::new(Arc::from([upd("b", 1), upd("a", 1)])).unwrap();
+    assert_eq!(s.push_run(run), None);
+    assert_eq!(s.push(upd("a", 2)), Pushed::Coalesced);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    assert_eq!(
+        texts_of(&out),
+        ["b#1", "a#1"],
+        "the queued one says the same"
+    );
+}

@@ -2,6 +2,7 @@
 //! many turns as it takes, in order, before anything else from the upstreams.
 
 use super::*;
+use crate::downstream::outbox::Queued;
 
 fn update(n: u64) -> Message {
     Message::notification(
@@ -106,4 +107,47 @@ async fn a_batch_of_a_removed_upstream_is_dropped() {
         .unwrap();
     r.inject(update(3)).await;
     assert_eq!(updates(&c, 1).await, [3]);
+}
+
+#[tokio::test]
+async fn the_sessions_holding_a_uri_share_one_run_of_a_bursts_updates() {
+    // Ten updates in one batch reach both holders in one turn: each outbox gets one
+    // entry, the same array (one reference per holder, not one per update); a lone
+    // update later is queued as itself.
+    let mut r = rig().await;
+    let a = holder(&mut r, 64).await;
+    let mut b = r.client_on(Outbox::new(64), json!({})).await;
+    b.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(b.next().await["result"], json!({}), "held upstream already");
+    let batch: Vec<Message> = (0..10).map(update).collect();
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
+        .await
+        .unwrap();
+    r.sync().await;
+    let (mut of_a, mut of_b) = (vec![], vec![]);
+    a.outbox.drain_entries(&mut of_a).unwrap();
+    b.outbox.drain_entries(&mut of_b).unwrap();
+    assert_eq!((of_a.len(), of_b.len()), (1, 1), "one entry each");
+    let (ra, rb) = (of_a[0].as_slice(), of_b[0].as_slice());
+    assert_eq!(ra.len(), 10);
+    assert!(std::ptr::eq(ra.as_ptr(), rb.as_ptr()), "one shared run");
+    let n: Vec<u64> = ra
+        .iter()
+        .map(|o| {
+            serde_json::from_slice::<Value>(&o.bytes).unwrap()["params"]["_meta"]["n"]
+                .as_u64()
+                .unwrap()
+        })
+        .collect();
+    assert!(n.iter().copied().eq(0..10), "{n:?}");
+    r.inject(update(10)).await;
+    r.sync().await;
+    a.outbox.drain_entries(&mut of_a).unwrap();
+    assert!(
+        matches!(of_a[1..], [Queued::One(_)]),
+        "a lone update: {:?}",
+        &of_a[1..]
+    );
 }

@@ -299,3 +299,46 @@ async fn a_burst_larger_than_the_replay_buffer_reaches_the_get_stream_whole() {
         .collect();
     assert_eq!(ids, (1..=50).collect::<Vec<u64>>(), "{text}");
 }
+
+#[tokio::test]
+async fn runs_larger_than_the_replay_buffer_reach_the_get_stream_whole_and_in_order() {
+    // replay_events is 8; runs of 20 (shared with other sessions, as the hub queues a
+    // burst) are split by the bound, and a single event between them keeps its place.
+    use crate::downstream::outbox::Run;
+    let (cmd, outbox, _closed) = actor(1000);
+    let mut body = attach_get(&cmd).await;
+    let mut n = 0;
+    for _ in 0..3 {
+        let items: Vec<Outbound> = (0..20)
+            .map(|_| {
+                n += 1;
+                outbound(OutKind::Notification, None, &format!("n{n}"))
+            })
+            .collect();
+        let (closed, wake) = outbox.push_run_deferred(Run::new(items.into()).unwrap());
+        assert_eq!(closed, None);
+        if wake {
+            outbox.wake();
+        }
+        n += 1;
+        outbox.push(outbound(OutKind::Notification, None, &format!("n{n}")));
+    }
+    let mut text = String::new();
+    while !text.contains(&format!("data: n{n}\n")) {
+        let chunk = next_chunk(&mut body)
+            .await
+            .expect("the GET stream stays open");
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+    let events: Vec<(u64, String)> = text
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| {
+            let (id, data) = e.split_once('\n').unwrap();
+            let id = id.strip_prefix("id: ").unwrap().parse().unwrap();
+            (id, data.strip_prefix("data: ").unwrap().to_owned())
+        })
+        .collect();
+    let want: Vec<(u64, String)> = (1..=n).map(|i| (i, format!("n{i}"))).collect();
+    assert_eq!(events, want);
+}

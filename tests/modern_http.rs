@@ -312,6 +312,59 @@ async fn modern_listens_and_legacy_sessions_share_one_upstream_subscription() {
 }
 
 #[tokio::test]
+async fn a_burst_reaches_every_listen_and_session_whole_in_order_and_tagged_as_its_own() {
+    // The hub queues a burst's updates as runs shared by the holders (one per session
+    // set, one per listen id): each holder still gets every update, in order, in its
+    // own form.
+    const COUNT: usize = 300;
+    let d = daemon().await;
+    let m = ModernClient::new(&d.url);
+    let mut listens = vec![];
+    for id in ["listen:0", "listen:0", "other"] {
+        let (s, _ack) = m.listen(id, &[URI]).await;
+        listens.push((id, s));
+    }
+    let mut session = HttpClient::connect(&d.url, json!({})).await;
+    let r = session
+        .call("resources/subscribe", json!({"uri": URI}))
+        .await;
+    assert_eq!(r["result"], json!({}), "{r}");
+    let mut bystander = HttpClient::connect(&d.url, json!({})).await;
+    let r = bystander
+        .tool(
+            "emit_updates",
+            json!({"uri": URI, "count": COUNT, "stamp": true}),
+        )
+        .await;
+    assert_eq!(r["emitted"], COUNT, "{r}");
+    let stamps = |evs: &[Value], tag: Option<&str>| {
+        let mut last = 0;
+        for ev in evs {
+            assert_eq!(ev["method"], "notifications/resources/updated", "{ev}");
+            assert_eq!(ev["params"]["uri"], URI, "{ev}");
+            let meta = &ev["params"]["_meta"];
+            let id = meta.get("io.modelcontextprotocol/subscriptionId");
+            assert_eq!(id.and_then(Value::as_str), tag, "{ev}");
+            let t = meta["t"].as_u64().expect("stamped");
+            assert!(t >= last, "out of order: {t} after {last}");
+            last = t;
+        }
+    };
+    for (id, s) in &mut listens {
+        let mut evs = vec![];
+        while evs.len() < COUNT {
+            evs.push(s.next().await.expect("the listen stays open"));
+        }
+        stamps(&evs, Some(id));
+    }
+    let mut evs = vec![];
+    while evs.len() < COUNT {
+        evs.push(session.next_event().await);
+    }
+    stamps(&evs, None);
+}
+
+#[tokio::test]
 async fn progress_travels_on_the_requests_stream_and_closing_it_cancels_upstream() {
     let d = daemon().await;
     let m = ModernClient::new(&d.url);

@@ -9,7 +9,9 @@
 //! shared copy per listen id; its edge adds the `subscriptionId` as it writes); a
 //! stateless client that is no listen, nothing. The hub's glue here (`fan_out_tagged`,
 //! `queue_fan_out`) holds back fan-outs to the same audience in a row and queues them
-//! through the turn, one lock of each holder's outbox for the lot.
+//! through the turn, one lock of each holder's outbox for the lot: several messages go
+//! as one run shared by the sessions, and one per listen id shared by those listens
+//! (docs/architecture.md, "Fan-out").
 //!
 //! Never delivers an update to a client that holds neither the URI nor a parent of it,
 //! never serializes a message more than once, never tags bytes itself, never lets a
@@ -164,9 +166,12 @@ impl Hub {
             return;
         };
         let mut outs = Vec::with_capacity(held.deliveries.len());
-        // Sessions all get the same messages: with several, one run shared by all of
-        // them, so each holder takes one reference for the lot (made at the first).
-        let mut run: Option<Option<Run>> = (held.deliveries.len() < 2).then_some(None);
+        // With several messages, every session gets one run of them shared by all
+        // sessions, and every acknowledged listen one shared by the listens of its id:
+        // each holder takes one reference for the lot (each run made at its first).
+        let several = held.deliveries.len() > 1;
+        let mut run: Option<Option<Run>> = (!several).then_some(None);
+        let mut tagged_runs: HashMap<RawId, Option<Run>> = HashMap::new();
         for &c in held.clients.iter() {
             // One lookup of the client table per holder (and one of the listens for a
             // stateless client): this loop runs for every holder of every burst.
@@ -188,6 +193,20 @@ impl Hub {
             } else {
                 None
             };
+            if let Some(id) = listen.filter(|_| several) {
+                let shared = tagged_runs.entry(id.clone()).or_insert_with(|| {
+                    let items: Vec<Outbound> = held
+                        .deliveries
+                        .iter_mut()
+                        .filter_map(|d| d.to(true, Some(id)))
+                        .collect();
+                    Run::new(items.into())
+                });
+                if let Some(shared) = shared {
+                    self.turn.push_run(c, &state.outbox, shared.clone());
+                    continue;
+                }
+            }
             outs.extend(
                 held.deliveries
                     .iter_mut()

@@ -109,14 +109,15 @@ impl RequestEvents {
     /// `None` when the outbox was closed.
     fn take_pending(&self) -> Option<(BytesMut, bool)> {
         let mut batch = Vec::new();
-        self.outbox.drain(&mut batch).ok()?;
+        // As entries: a run of a burst's updates is written from the shared array.
+        self.outbox.drain_entries(&mut batch).ok()?;
         let mut chunk = BytesMut::new();
         let mut done = false;
-        for o in batch {
+        for o in batch.iter().flat_map(|q| q.as_slice()) {
             if o.kind != OutKind::Release {
-                sse::write_event(&mut chunk, None, &self.request.wire(&o));
+                sse::write_event(&mut chunk, None, &self.request.wire(o));
             }
-            done |= self.request.ends(&o);
+            done |= self.request.ends(o);
         }
         Some((chunk, done))
     }
@@ -264,6 +265,35 @@ mod tests {
             start.elapsed() > sse::KEEP_ALIVE,
             "one whole silent period first"
         );
+    }
+
+    #[tokio::test]
+    async fn a_listens_run_of_updates_is_written_tagged_and_in_order() {
+        use crate::downstream::outbox::Run;
+        let (mut s, outbox, _rx) = stream(true);
+        let update = |n: u64| {
+            Outbound::new(
+                Bytes::from(format!(
+                    r#"{{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{{"uri":"a","_meta":{{"n":{n}}}}}}}"#
+                )),
+                OutKind::Coalescible(crate::downstream::outbox::CoalesceKey::Method("u".into())),
+                Some(RawId::from_u64(7)),
+            )
+        };
+        let run = Run::new(Arc::from([update(1), update(2), update(3)])).unwrap();
+        let (closed, wake) = outbox.push_run_deferred(run);
+        assert!(closed.is_none() && wake);
+        outbox.wake();
+        let text = String::from_utf8(next(&mut s).await.unwrap().to_vec()).unwrap();
+        let events: Vec<&str> = text.split("\n\n").filter(|e| !e.is_empty()).collect();
+        assert_eq!(events.len(), 3, "{text}");
+        for (i, e) in events.iter().enumerate() {
+            assert!(e.contains(&format!(r#""n":{}"#, i + 1)), "in order: {text}");
+            assert!(
+                e.contains(r#""io.modelcontextprotocol/subscriptionId":7"#),
+                "tagged: {e}"
+            );
+        }
     }
 
     #[tokio::test]

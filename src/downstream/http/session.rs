@@ -453,7 +453,14 @@ impl SessionActor {
                         return Some(tx);
                     }
                 }
-                // A run is notifications related to no request: all for the GET
+                // A run related to a request (the hub queues a session none): routed
+                // message by message.
+                Queued::Run(run) if run.related().is_some() => {
+                    for out in run.as_slice().iter().rev() {
+                        self.backlog.push_front(Queued::One(out.clone()));
+                    }
+                }
+                // A run of notifications related to no request: all for the GET
                 // stream, as much of it as the bound lets through now.
                 Queued::Run(mut run) => {
                     let room = usize::try_from(self.replay.cap() - unsent).unwrap_or(usize::MAX);

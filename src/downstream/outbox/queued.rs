@@ -13,9 +13,11 @@ use super::{OutKind, Outbound};
 /// Messages a hub turn queued to several clients alike, shared by them: the hub takes
 /// one reference per holder for the lot instead of one per message, and a session
 /// keeps the run as it is in its replay buffer. Every message of a run is a
-/// notification related to no request (so a session routes the run whole to its GET
-/// stream). A run views `items[start..end]` of its array; a part of it split off still
-/// keeps the whole array alive, which is at most one turn's messages.
+/// notification, and all are related to the same request or all to none (a session's
+/// run is related to none, so the session routes it whole to its GET stream; a listen
+/// stream's is related to its listen id). A run views `items[start..end]` of its array;
+/// a part of it split off still keeps the whole array alive, which is at most one
+/// turn's messages.
 #[derive(Debug, Clone)]
 pub struct Run {
     items: Arc<[Outbound]>,
@@ -25,10 +27,13 @@ pub struct Run {
 }
 
 impl Run {
-    /// A run of `items`; `None` unless each is a notification related to no request.
+    /// A run of `items`; `None` unless each is a notification and all are related to
+    /// the same request (or all to none).
     pub fn new(items: Arc<[Outbound]>) -> Option<Run> {
+        let related = items.first().and_then(|o| o.related.as_ref());
         let plain = items.iter().all(|o| {
-            o.related.is_none() && matches!(o.kind, OutKind::Notification | OutKind::Coalescible(_))
+            o.related.as_ref() == related
+                && matches!(o.kind, OutKind::Notification | OutKind::Coalescible(_))
         });
         let end = u32::try_from(items.len()).ok()?;
         plain.then_some(Run {
@@ -41,6 +46,11 @@ impl Run {
     /// The messages, in order.
     pub fn as_slice(&self) -> &[Outbound] {
         &self.items[self.start as usize..self.end as usize]
+    }
+
+    /// The request its messages are related to (`None` for a session's run).
+    pub fn related(&self) -> Option<&crate::protocol::RawId> {
+        self.items.first().and_then(|o| o.related.as_ref())
     }
 
     pub fn len(&self) -> usize {
@@ -132,22 +142,28 @@ mod tests {
     }
 
     #[test]
-    fn a_run_holds_only_plain_notifications() {
+    fn a_run_holds_notifications_of_one_request_or_of_none() {
         let resp = Outbound::new(Bytes::from_static(b"r"), OutKind::Response, None);
         assert!(Run::new(Arc::from([note("a"), resp])).is_none());
-        let related = Outbound::new(
-            Bytes::from_static(b"p"),
-            OutKind::Notification,
-            Some(crate::protocol::RawId::from_u64(1)),
+        let of = |id: u64| {
+            Outbound::new(
+                Bytes::from_static(b"p"),
+                OutKind::Notification,
+                Some(crate::protocol::RawId::from_u64(id)),
+            )
+        };
+        assert!(
+            Run::new(Arc::from([note("a"), of(1)])).is_none(),
+            "a request and none"
         );
         assert!(
-            Run::new(Arc::from([related])).is_none(),
-            "related to a request"
+            Run::new(Arc::from([of(1), of(2)])).is_none(),
+            "two requests"
         );
-        assert_eq!(
-            Run::new(Arc::from([note("a"), note("b")])).unwrap().len(),
-            2
-        );
+        let listen = Run::new(Arc::from([of(1), of(1)])).unwrap();
+        assert_eq!(listen.related(), Some(&crate::protocol::RawId::from_u64(1)));
+        let plain = Run::new(Arc::from([note("a"), note("b")])).unwrap();
+        assert_eq!((plain.len(), plain.related()), (2, None));
     }
 
     #[test]

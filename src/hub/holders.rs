@@ -200,7 +200,7 @@ impl Hub {
                         .iter_mut()
                         .filter_map(|d| d.to(true, Some(id)))
                         .collect();
-                    Run::new(items.into())
+                    Run::new(items)
                 });
                 if let Some(shared) = shared {
                     self.turn.push_run(c, &state.outbox, shared.clone());

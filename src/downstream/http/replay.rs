@@ -412,7 +412,7 @@ mod tests {
                 let entry = if len == 1 {
                     Queued::One(items.pop().unwrap())
                 } else {
-                    Queued::Run(Run::new(items.into()).unwrap())
+                    Queued::Run(Run::new(items).unwrap())
                 };
                 proptest::prop_assert_eq!(r.push(entry), (next - 1, evicted));
                 proptest::prop_assert_eq!(r.oldest_id(), model.front().map(|e| e.0));

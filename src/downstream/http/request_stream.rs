@@ -280,7 +280,7 @@ mod tests {
                 Some(RawId::from_u64(7)),
             )
         };
-        let run = Run::new(Arc::from([update(1), update(2), update(3)])).unwrap();
+        let run = Run::new(vec![update(1), update(2), update(3)]).unwrap();
         let (closed, wake) = outbox.push_run_deferred(run);
         assert!(closed.is_none() && wake);
         outbox.wake();

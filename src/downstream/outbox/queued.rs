@@ -20,8 +20,9 @@ use super::{OutKind, Outbound};
 /// turn's messages.
 #[derive(Debug, Clone)]
 pub struct Run {
-    items: Arc<[Outbound]>,
-    // u32: a run is one turn's messages, and a queue slot stays three words.
+    // Thin (the array's length sits behind the pointer) and u32 bounds (a run is one
+    // turn's messages): a queue or replay slot is two words, as `Queued` is.
+    items: Arc<Box<[Outbound]>>,
     start: u32,
     end: u32,
 }
@@ -29,15 +30,15 @@ pub struct Run {
 impl Run {
     /// A run of `items`; `None` unless each is a notification and all are related to
     /// the same request (or all to none).
-    pub fn new(items: Arc<[Outbound]>) -> Option<Run> {
+    pub fn new(items: Vec<Outbound>) -> Option<Run> {
         let related = items.first().and_then(|o| o.related.as_ref());
         let plain = items.iter().all(|o| {
             o.related.as_ref() == related
                 && matches!(o.kind, OutKind::Notification | OutKind::Coalescible(_))
         });
         let end = u32::try_from(items.len()).ok()?;
-        plain.then_some(Run {
-            items,
+        plain.then(|| Run {
+            items: Arc::new(items.into_boxed_slice()),
             start: 0,
             end,
         })
@@ -144,7 +145,7 @@ mod tests {
     #[test]
     fn a_run_holds_notifications_of_one_request_or_of_none() {
         let resp = Outbound::new(Bytes::from_static(b"r"), OutKind::Response, None);
-        assert!(Run::new(Arc::from([note("a"), resp])).is_none());
+        assert!(Run::new(vec![note("a"), resp]).is_none());
         let of = |id: u64| {
             Outbound::new(
                 Bytes::from_static(b"p"),
@@ -153,23 +154,20 @@ mod tests {
             )
         };
         assert!(
-            Run::new(Arc::from([note("a"), of(1)])).is_none(),
+            Run::new(vec![note("a"), of(1)]).is_none(),
             "a request and none"
         );
-        assert!(
-            Run::new(Arc::from([of(1), of(2)])).is_none(),
-            "two requests"
-        );
-        let listen = Run::new(Arc::from([of(1), of(1)])).unwrap();
+        assert!(Run::new(vec![of(1), of(2)]).is_none(), "two requests");
+        let listen = Run::new(vec![of(1), of(1)]).unwrap();
         assert_eq!(listen.related(), Some(&crate::protocol::RawId::from_u64(1)));
-        let plain = Run::new(Arc::from([note("a"), note("b")])).unwrap();
+        let plain = Run::new(vec![note("a"), note("b")]).unwrap();
         assert_eq!((plain.len(), plain.related()), (2, None));
     }
 
     #[test]
     fn a_run_splits_without_copying_and_keeps_order() {
-        let items: Arc<[Outbound]> = Arc::from([note("a"), note("b"), note("c"), note("d")]);
-        let mut run = Run::new(items.clone()).unwrap();
+        let mut run = Run::new(vec![note("a"), note("b"), note("c"), note("d")]).unwrap();
+        let d: *const Outbound = &run.as_slice()[3];
         let front = run.take_front(1);
         assert_eq!(texts(front.as_slice()), [b"a"]);
         assert_eq!(texts(run.as_slice()), [b"b", b"c", b"d"]);
@@ -177,14 +175,11 @@ mod tests {
         assert_eq!(texts(run.as_slice()), [b"d"]);
         assert_eq!(
             std::mem::size_of::<Queued>(),
-            3 * std::mem::size_of::<usize>()
+            2 * std::mem::size_of::<usize>()
         );
         let all = run.take_front(9);
         assert_eq!((all.len(), run.is_empty()), (1, true));
-        assert!(
-            std::ptr::eq(&all.as_slice()[0], &items[3]),
-            "the same message"
-        );
+        assert!(std::ptr::eq(&all.as_slice()[0], d), "the same message");
         let mut flat = Vec::new();
         Queued::Run(front).flatten_into(&mut flat);
         Queued::One(note("e")).flatten_into(&mut flat);

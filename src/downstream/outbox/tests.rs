@@ -206,10 +206,11 @@ fn texts_of(out: &[Outbound]) -> Vec<String> {
 
 #[test]
 fn a_run_with_room_is_one_shared_entry_and_drains_either_way() {
-    let items: Arc<[Outbound]> = Arc::from([upd("a", 1), upd("a", 2), upd("b", 1)]);
+    let run = Run::new(vec![upd("a", 1), upd("a", 2), upd("b", 1)]).unwrap();
+    let array = run.as_slice().as_ptr();
     let ob = Outbox::new(4);
     assert_eq!(
-        ob.push_run_deferred(Run::new(items.clone()).unwrap()),
+        ob.push_run_deferred(run.clone()),
         (None, true),
         "empty before: the writer is woken"
     );
@@ -218,11 +219,11 @@ fn a_run_with_room_is_one_shared_entry_and_drains_either_way() {
     ob.drain_entries(&mut entries).unwrap();
     assert_eq!(entries.len(), 1, "one entry");
     assert!(
-        std::ptr::eq(entries[0].as_slice().as_ptr(), items.as_ptr()),
+        std::ptr::eq(entries[0].as_slice().as_ptr(), array),
         "the hub's array itself, not a copy"
     );
     // The same again, drained message by message.
-    ob.push_run_deferred(Run::new(items.clone()).unwrap());
+    ob.push_run_deferred(run);
     ob.push(msg(OutKind::Response, "r"));
     let mut out = vec![];
     ob.drain(&mut out).unwrap();
@@ -236,12 +237,7 @@ fn a_run_without_room_is_queued_message_by_message_under_the_policy() {
     s.push(upd("x", 0));
     s.push(upd("y", 0));
     // One slot left: "a#1" is queued, the rest coalesce per URI.
-    let run = Run::new(Arc::from([
-        upd("a", 1),
-        upd("b", 1),
-        upd("b", 2),
-        upd("c", 1),
-    ]));
+    let run = Run::new(vec![upd("a", 1), upd("b", 1), upd("b", 2), upd("c", 1)]);
     assert_eq!(s.push_run(run.unwrap()), None);
     assert_eq!(s.merged, 1);
     let mut out = vec![];
@@ -251,7 +247,7 @@ fn a_run_without_room_is_queued_message_by_message_under_the_policy() {
     let mut s = OutboxState::new(1);
     s.push(msg(OutKind::Notification, "n"));
     s.push(msg(OutKind::Response, "r"));
-    let run = Run::new(Arc::from([upd("a", 1)])).unwrap();
+    let run = Run::new(vec![upd("a", 1)]).unwrap();
     assert_eq!(s.push_run(run), Some(CloseReason::QueueFull));
     assert!(s.is_empty());
 }
@@ -259,7 +255,7 @@ fn a_run_without_room_is_queued_message_by_message_under_the_policy() {
 #[test]
 fn an_update_after_a_run_coalesces_with_the_runs_last_message() {
     let mut s = OutboxState::new(2);
-    let run = Run::new(Arc::from([upd("b", 1), upd("a", 1)])).unwrap();
+    let run = Run::new(vec![upd("b", 1), upd("a", 1)]).unwrap();
     assert_eq!(s.push_run(run), None);
     assert_eq!(s.push(upd("a", 2)), Pushed::Coalesced);
     let mut out = vec![];

@@ -315,7 +315,7 @@ async fn runs_larger_than_the_replay_buffer_reach_the_get_stream_whole_and_in_or
                 outbound(OutKind::Notification, None, &format!("n{n}"))
             })
             .collect();
-        let (closed, wake) = outbox.push_run_deferred(Run::new(items.into()).unwrap());
+        let (closed, wake) = outbox.push_run_deferred(Run::new(items).unwrap());
         assert_eq!(closed, None);
         if wake {
             outbox.wake();

@@ -47,6 +47,7 @@ fn logged(path: &Path) -> Vec<Value> {
 }
 
 /// Waits (bounded) until a process whose command line holds `marker` runs.
+#[cfg(unix)]
 async fn until_running(marker: &str) {
     let start = std::time::Instant::now();
     while pids_with(marker).is_empty() {
@@ -56,6 +57,7 @@ async fn until_running(marker: &str) {
 }
 
 /// Waits (bounded) until no process whose command line holds `marker` is left.
+#[cfg(unix)]
 async fn until_gone(marker: &str) {
     let start = std::time::Instant::now();
     while !pids_with(marker).is_empty() {
@@ -70,6 +72,7 @@ async fn until_gone(marker: &str) {
 
 /// A config whose one stdio server `s` (the scripted upstream, under `sh`) starts a
 /// child of its own whose command line holds `marker`; `extra` goes before it.
+#[cfg(unix)]
 fn server_with_a_child(marker: &str, extra: &str, env: &str) -> String {
     format!(
         "[listen]\nhttp = \"127.0.0.1:0\"\n\n{extra}[servers.s]\ncommand = \"sh\"\n\

@@ -8,13 +8,16 @@
 //! destructor ([`terminate_all`]: a second stop signal). Never signals anything but the
 //! groups of servers mcpmux started.
 
+#[cfg(unix)]
 use std::sync::Mutex;
 
 use tokio::process::Child;
 
 /// The groups of the stdio servers running now.
+#[cfg(unix)]
 static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
 
+#[cfg(unix)]
 fn live() -> std::sync::MutexGuard<'static, Vec<i32>> {
     LIVE.lock().unwrap_or_else(|p| p.into_inner())
 }

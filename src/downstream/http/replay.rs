@@ -40,6 +40,10 @@ pub(crate) trait HeldEvents {
     type Event: EventData;
     /// Its events, in id order.
     fn events(&self) -> &[Self::Event];
+    /// How many events it holds (without reading them).
+    fn count(&self) -> usize {
+        self.events().len()
+    }
     /// Drops its first `n` events (fewer than it holds).
     fn skip_front(&mut self, n: usize);
 }
@@ -58,6 +62,9 @@ impl HeldEvents for Queued {
     type Event = Outbound;
     fn events(&self) -> &[Outbound] {
         self.as_slice()
+    }
+    fn count(&self) -> usize {
+        self.len()
     }
     fn skip_front(&mut self, n: usize) {
         match self {
@@ -104,7 +111,7 @@ impl<T: HeldEvents> ReplayBuffer<T> {
     /// the bound forced older events out (or the first of `entry`'s own, when it holds
     /// more than the bound), the highest id that went.
     pub(crate) fn push(&mut self, mut entry: T) -> (u64, Option<u64>) {
-        let mut n = entry.events().len();
+        let mut n = entry.count();
         let mut evicted = None;
         if n > self.cap {
             // Everything held goes, and the first of the entry's own events too.
@@ -123,7 +130,7 @@ impl<T: HeldEvents> ReplayBuffer<T> {
             let mut left = excess;
             while left > 0 {
                 let front = self.entries.front_mut().expect("held events");
-                let len = front.events().len();
+                let len = front.count();
                 if len <= left {
                     self.entries.pop_front();
                     left -= len;
@@ -170,7 +177,7 @@ impl<T: HeldEvents> ReplayBuffer<T> {
         let mut cut = 0;
         while need > 0 {
             from -= 1;
-            let len = self.entries[from].events().len();
+            let len = self.entries[from].count();
             if len >= need {
                 cut = len - need;
                 need = 0;

@@ -455,7 +455,7 @@ impl SessionActor {
                 }
                 // A run related to a request (the hub queues a session none): routed
                 // message by message.
-                Queued::Run(run) if run.related().is_some() => {
+                Queued::Run(run) if run.is_related() => {
                     for out in run.as_slice().iter().rev() {
                         self.backlog.push_front(Queued::One(out.clone()));
                     }

@@ -24,8 +24,13 @@ pub struct Run {
     // turn's messages): a queue or replay slot is two words, as `Queued` is.
     items: Arc<Box<[Outbound]>>,
     start: u32,
+    /// The end of the view, with [`RELATED`] set when the messages are related to a
+    /// request: known without reading the shared array (a session checks every run).
     end: u32,
 }
+
+/// The flag bit of [`Run::end`]; the bounds stay below it.
+const RELATED: u32 = 1 << 31;
 
 impl Run {
     /// A run of `items`; `None` unless each is a notification and all are related to
@@ -36,17 +41,28 @@ impl Run {
             o.related.as_ref() == related
                 && matches!(o.kind, OutKind::Notification | OutKind::Coalescible(_))
         });
-        let end = u32::try_from(items.len()).ok()?;
+        let end = u32::try_from(items.len()).ok().filter(|n| *n < RELATED)?;
+        let flag = if related.is_some() { RELATED } else { 0 };
         plain.then(|| Run {
             items: Arc::new(items.into_boxed_slice()),
             start: 0,
-            end,
+            end: end | flag,
         })
+    }
+
+    fn end(&self) -> u32 {
+        self.end & !RELATED
     }
 
     /// The messages, in order.
     pub fn as_slice(&self) -> &[Outbound] {
-        &self.items[self.start as usize..self.end as usize]
+        &self.items[self.start as usize..self.end() as usize]
+    }
+
+    /// Whether its messages are related to a request (a listen's run) rather than to
+    /// none (a session's).
+    pub fn is_related(&self) -> bool {
+        self.end & RELATED != 0
     }
 
     /// The request its messages are related to (`None` for a session's run).
@@ -55,11 +71,11 @@ impl Run {
     }
 
     pub fn len(&self) -> usize {
-        (self.end - self.start) as usize
+        (self.end() - self.start) as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.start == self.end
+        self.len() == 0
     }
 
     /// Splits off and returns the first `n` messages (all of them when `n` is larger);
@@ -69,7 +85,7 @@ impl Run {
         let front = Run {
             items: self.items.clone(),
             start: self.start,
-            end: cut,
+            end: cut | (self.end & RELATED),
         };
         self.start = cut;
         front
@@ -158,10 +174,17 @@ mod tests {
             "a request and none"
         );
         assert!(Run::new(vec![of(1), of(2)]).is_none(), "two requests");
-        let listen = Run::new(vec![of(1), of(1)]).unwrap();
+        let mut listen = Run::new(vec![of(1), of(1)]).unwrap();
         assert_eq!(listen.related(), Some(&crate::protocol::RawId::from_u64(1)));
+        let front = listen.take_front(1);
+        assert!(
+            listen.is_related() && front.is_related(),
+            "both parts say so"
+        );
+        assert_eq!((front.len(), listen.len()), (1, 1));
         let plain = Run::new(vec![note("a"), note("b")]).unwrap();
         assert_eq!((plain.len(), plain.related()), (2, None));
+        assert!(!plain.is_related());
     }
 
     #[test]

@@ -510,21 +510,20 @@ impl Outbox {
 
     /// Takes everything pending. `Err` once the outbox is closed.
     pub fn drain(&self, out: &mut Vec<Outbound>) -> Result<(), CloseReason> {
-        let mut s = self.lock();
-        if let Some(r) = s.closed() {
-            return Err(r.clone());
-        }
-        s.drain_into(out);
-        Ok(())
+        self.take_with(|s| s.drain_into(out))
     }
 
     /// [`Outbox::drain`] as entries: a run the hub shared stays one entry.
     pub fn drain_entries(&self, out: &mut Vec<Queued>) -> Result<(), CloseReason> {
+        self.take_with(|s| s.drain_entries_into(out))
+    }
+
+    fn take_with(&self, take: impl FnOnce(&mut OutboxState)) -> Result<(), CloseReason> {
         let mut s = self.lock();
         if let Some(r) = s.closed() {
             return Err(r.clone());
         }
-        s.drain_entries_into(out);
+        take(&mut s);
         Ok(())
     }
 

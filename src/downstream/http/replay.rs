@@ -337,6 +337,27 @@ mod tests {
         );
     }
 
+    /// `chunk_after(after)` of `r` is what the per-event `model` (each event framed as
+    /// its own buffer, with its id) holds after `after`.
+    fn chunk_matches<T: HeldEvents>(
+        r: &ReplayBuffer<T>,
+        model: &VecDeque<(u64, Bytes)>,
+        after: u64,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let want: Vec<u8> = model
+            .iter()
+            .filter(|(id, _)| *id > after)
+            .flat_map(|(_, ev)| ev.iter().copied())
+            .collect();
+        let got = r.chunk_after(after);
+        proptest::prop_assert_eq!(got.is_none(), want.is_empty());
+        if let Some((chunk, last)) = got {
+            proptest::prop_assert_eq!(&chunk[..], &want[..]);
+            proptest::prop_assert_eq!(last, model.back().unwrap().0);
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         /// Against a model that keeps every event framed as its own buffer: the same
         /// ids, the same evictions, the same bytes for every `chunk_after`.
@@ -358,19 +379,7 @@ mod tests {
                         proptest::prop_assert_eq!(r.push(data), (next, evicted));
                         next += 1;
                     }
-                    Some(after) => {
-                        let want: Vec<u8> = model
-                            .iter()
-                            .filter(|(id, _)| *id > after)
-                            .flat_map(|(_, ev)| ev.iter().copied())
-                            .collect();
-                        let got = r.chunk_after(after);
-                        proptest::prop_assert_eq!(got.is_none(), want.is_empty());
-                        if let Some((chunk, last)) = got {
-                            proptest::prop_assert_eq!(&chunk[..], &want[..]);
-                            proptest::prop_assert_eq!(last, model.back().unwrap().0);
-                        }
-                    }
+                    Some(after) => chunk_matches(&r, &model, after)?,
                 }
                 proptest::prop_assert_eq!(r.oldest_id(), model.front().map(|e| e.0));
             }
@@ -391,17 +400,7 @@ mod tests {
             let mut next = 1u64;
             for (len, after) in ops {
                 if len == 0 {
-                    let want: Vec<u8> = model
-                        .iter()
-                        .filter(|(id, _)| *id > after)
-                        .flat_map(|(_, ev)| ev.iter().copied())
-                        .collect();
-                    let got = r.chunk_after(after);
-                    proptest::prop_assert_eq!(got.is_none(), want.is_empty());
-                    if let Some((chunk, last)) = got {
-                        proptest::prop_assert_eq!(&chunk[..], &want[..]);
-                        proptest::prop_assert_eq!(last, model.back().unwrap().0);
-                    }
+                    chunk_matches(&r, &model, after)?;
                     continue;
                 }
                 let mut items = Vec::new();

@@ -24,10 +24,14 @@ impl Hub {
             tracing::debug!("resources/updated without a uri dropped");
             return;
         };
-        let key = SubKey::new(upstream, &uri);
-        drop(uri); // borrowed from `msg`, which may change below
-                   // The fleet's followers hear of it too (an owner may hold a key for
-                   // them alone).
+        // The registry's key when the URI is known there (no copy of its text).
+        let key = match self.holders.registry.key_at(&(upstream, &*uri)) {
+            Some(known) => known.clone(),
+            None => SubKey::new(upstream, &uri),
+        };
+        // `uri` is borrowed from `msg`, which may change below.
+        drop(uri);
+        // The fleet's followers hear of it too (an owner may hold a key for them alone).
         self.fleet_publish(&key, &msg);
         // The URI may be a sub-resource of one a client holds: its holders
         // hear of it too, and the parent's cached contents are stale.

@@ -392,6 +392,12 @@ impl<W: Clone + Debug> SubscriptionRegistry<W> {
         }
     }
 
+    /// The registry's own key for `key`'s parts, when it knows one: a clone shares its
+    /// URI text instead of copying it (every update of a held URI makes its key).
+    pub fn key_at(&self, key: &dyn SubKeyView) -> Option<&SubKey> {
+        self.by_key.get_key_value(key).map(|(k, _)| k)
+    }
+
     /// Whether `client` is an active holder of `key`.
     pub fn holds(&self, client: ClientId, key: &SubKey) -> bool {
         matches!(self.by_key.get(key), Some(KeyState::Active { holders, .. }) if holders.contains(&client))

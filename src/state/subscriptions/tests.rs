@@ -576,3 +576,18 @@ fn a_client_with_a_second_waiter_still_holds_and_the_last_cancel_releases() {
     );
     assert!(!r.is_active(&k2));
 }
+
+#[test]
+fn key_at_hands_out_the_registrys_own_key_for_its_parts() {
+    let mut r = reg(0);
+    let t0 = Instant::now();
+    let k = key(U0, "file:///a");
+    sub(&mut r, C1, &k, 1, t0);
+    let known = r.key_at(&(U0, "file:///a")).expect("known while pending");
+    assert!(
+        std::sync::Arc::ptr_eq(&known.uri, &k.uri),
+        "the same URI text, not a copy"
+    );
+    assert!(r.key_at(&(U1, "file:///a")).is_none(), "another upstream's");
+    assert!(r.key_at(&(U0, "file:///b")).is_none());
+}

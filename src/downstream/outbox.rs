@@ -1,9 +1,10 @@
 //! Per-client outbound queue with the slow-consumer policy.
 //!
-//! The hub pushes with [`Outbox::push`] and never waits; the client's writer drains
-//! with [`Outbox::drain`] after [`Outbox::ready`] (a writer task) or
-//! [`Outbox::poll_ready`] (a writer that is a response body, polled by the
-//! connection itself). Policy (docs/architecture.md,
+//! The hub pushes with [`Outbox::push`] (or a run of messages it shares among clients,
+//! [`Outbox::push_run_deferred`]) and never waits; the client's writer drains with
+//! [`Outbox::drain`] (or [`Outbox::drain_entries`], which keeps a run one entry) after
+//! [`Outbox::ready`] (a writer task) or [`Outbox::poll_ready`] (a writer that is a
+//! response body, polled by the connection itself). Policy (docs/architecture.md,
 //! "Slow clients"):
 //! - while the queue is below `cap`, everything is queued in order;
 //! - when it is full, coalescible notifications (`notifications/resources/updated` per
@@ -319,6 +320,7 @@ impl OutboxState {
 
     /// [`OutboxState::drain_entries_into`] message by message: each message of a run
     /// is one more reference to it.
+    ///
     /// An emptied queue keeps its buffer only while that is small (an outbox that was
     /// drained after a burst holds no burst-sized buffer while its client is idle).
     pub fn drain_into(&mut self, out: &mut Vec<Outbound>) {

@@ -65,11 +65,6 @@ impl Run {
         self.end & RELATED != 0
     }
 
-    /// The request its messages are related to (`None` for a session's run).
-    pub fn related(&self) -> Option<&crate::protocol::RawId> {
-        self.items.first().and_then(|o| o.related.as_ref())
-    }
-
     pub fn len(&self) -> usize {
         (self.end() - self.start) as usize
     }
@@ -175,7 +170,7 @@ mod tests {
         );
         assert!(Run::new(vec![of(1), of(2)]).is_none(), "two requests");
         let mut listen = Run::new(vec![of(1), of(1)]).unwrap();
-        assert_eq!(listen.related(), Some(&crate::protocol::RawId::from_u64(1)));
+        assert!(listen.is_related());
         let front = listen.take_front(1);
         assert!(
             listen.is_related() && front.is_related(),
@@ -183,7 +178,7 @@ mod tests {
         );
         assert_eq!((front.len(), listen.len()), (1, 1));
         let plain = Run::new(vec![note("a"), note("b")]).unwrap();
-        assert_eq!((plain.len(), plain.related()), (2, None));
+        assert_eq!(plain.len(), 2);
         assert!(!plain.is_related());
     }
 

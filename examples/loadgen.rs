@@ -330,7 +330,9 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
             // (the one-event raw writer is never the best at N ≥ 10 and takes longest),
             // each side's isolated updates too: the rows shown are the round of median
             // burst ratio and the round of median isolated ratio, the others give the
-            // spread.
+            // spread. The side that runs first alternates (the raw writer first in the
+            // even rounds after the first), so neither side always runs in a process
+            // the other has just warmed.
             let ratio = |m: &Fanout, rb: &Fanout| {
                 m.burst.per_sec() / r.burst.per_sec().max(rb.burst.per_sec()).max(1e-9)
             };
@@ -339,8 +341,13 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
             let mut rounds = vec![(ratio(&m, &rb), m.clone(), rb.clone())];
             let mut isos = vec![(iso_ratio(&m.iso, &r.iso), m.iso.clone(), r.iso.clone())];
             for _ in 1..args.repeat {
-                let m2 = fanout_mcpmux(env, n, k, args.iso).await?;
-                let rb2 = fanout_raw(env, n, k, args.iso, RAW_BATCH).await?;
+                let (m2, rb2) = if rounds.len() % 2 == 1 {
+                    let rb2 = fanout_raw(env, n, k, args.iso, RAW_BATCH).await?;
+                    (fanout_mcpmux(env, n, k, args.iso).await?, rb2)
+                } else {
+                    let m2 = fanout_mcpmux(env, n, k, args.iso).await?;
+                    (m2, fanout_raw(env, n, k, args.iso, RAW_BATCH).await?)
+                };
                 isos.push((
                     iso_ratio(&m2.iso, &rb2.iso),
                     m2.iso.clone(),
@@ -407,7 +414,7 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         }
     }
     if !spreads.is_empty() {
-        println!("\nmcpmux/best raw, burst, each round in the order run (the row above is the median round):");
+        println!("\nmcpmux/best raw, burst, each round in the order run (the row above is the median round; mcpmux runs first in the odd rounds, the raw writer in the even ones):");
         for (n, ratios) in &spreads {
             let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
             println!("- N = {}: {}", group(*n as u64), each.join(" / "));

@@ -54,9 +54,11 @@ pub enum ClientKind {
     Stateless {
         capabilities: serde_json::Value,
         log_level: Option<String>,
-        /// The outbox is the connection's, shared with its other requests (stdio):
-        /// the hub must not close it when this client ends.
-        shared_outbox: bool,
+        /// `Some(request id)`: the outbox is the connection's, shared with its other
+        /// requests (stdio). The hub must not close it when this client ends; it
+        /// queues an `OutKind::Ended` naming the id after the last message it queued
+        /// for the client instead.
+        shared_outbox: Option<crate::protocol::RawId>,
         /// Over HTTP: the request's `Mcp-Param-{Name}` headers (lower-case name after
         /// the prefix, raw value), checked against the tool's `x-mcp-header`
         /// annotations. `None` on stdio, where they do not exist.

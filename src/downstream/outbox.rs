@@ -54,6 +54,12 @@ pub enum OutKind {
     /// response will come; the transport ends whatever waits for it (an HTTP POST).
     /// Never dropped, like a response.
     Release,
+    /// No bytes for the wire: the hub client of the modern request `related` on a
+    /// shared outbox (a stdio connection's) is gone, and nothing queued after this is
+    /// its. The connection tells a request's leftovers from those of a later request
+    /// that reuses the id by these (docs/architecture.md, "Both protocol eras"). Queued
+    /// past the bound (one per ended request), never dropped.
+    Ended,
 }
 
 impl OutKind {
@@ -228,13 +234,22 @@ impl OutboxState {
         if let Some(r) = &self.closed {
             return Pushed::Closed(r.clone());
         }
+        if msg.kind == OutKind::Ended {
+            // What waits to be coalesced goes after the queue, so after this mark: the
+            // ended request's pending notifications are for nobody now.
+            self.coalesced.retain(|o| o.related != msg.related);
+            self.queue.push_back(Queued::One(msg));
+            self.queued += 1;
+            return Pushed::Queued;
+        }
         let result = if self.queued < self.cap {
             self.queue.push_back(Queued::One(msg));
             self.queued += 1;
             Pushed::Queued
         } else {
             match &msg.kind {
-                OutKind::Response | OutKind::Request | OutKind::Release => {
+                // (`Ended` never comes here: it is queued above.)
+                OutKind::Response | OutKind::Request | OutKind::Release | OutKind::Ended => {
                     self.close(CloseReason::QueueFull)
                 }
                 OutKind::Notification => {

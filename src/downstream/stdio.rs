@@ -31,8 +31,50 @@ use crate::state::ids::ClientId;
 /// How long the last messages may take to write once input ended.
 const LAST_WRITE: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// The modern requests in flight on a connection, by the client's request id.
-type ModernRequests = Arc<Mutex<HashMap<RawId, ModernRequest>>>;
+/// A connection's modern requests, shared by its reader and its writer.
+type ModernRequests = Arc<Mutex<Modern>>;
+
+/// The modern requests of a connection.
+///
+/// A client may reuse a request id once its request is over (a listen it cancelled, a
+/// call that was answered) while messages related to the old request still wait in the
+/// connection's outbox. The hub marks the end of each request's messages there
+/// (`OutKind::Ended`, queued when it removes the request's client), so a message
+/// related to an id is the live request's only once every earlier request of that id
+/// has been marked ended.
+#[derive(Default)]
+struct Modern {
+    /// In flight, by the client's request id.
+    live: HashMap<RawId, ModernRequest>,
+    /// By request id, while they differ: how many requests of the id were opened on
+    /// the connection, and how many the writer saw marked ended.
+    instances: HashMap<RawId, (u32, u32)>,
+}
+
+impl Modern {
+    /// `id`'s request was admitted: it is the live one.
+    fn open(&mut self, id: RawId, mut request: ModernRequest) {
+        let opened = &mut self.instances.entry(id.clone()).or_default().0;
+        request.instance = *opened;
+        *opened += 1;
+        self.live.insert(id, request);
+    }
+
+    /// The writer reached the mark that ends one request of `id`.
+    fn ended(&mut self, id: &RawId) {
+        let counts = self.instances.entry(id.clone()).or_default();
+        counts.1 += 1;
+        if counts.0 == counts.1 {
+            self.instances.remove(id);
+        }
+    }
+
+    /// Whether what the writer reaches now for `id` is `request`'s: every earlier
+    /// request of the id was marked ended.
+    fn current(&self, id: &RawId, request: &ModernRequest) -> bool {
+        self.instances.get(id).map_or(0, |c| c.1) == request.instance
+    }
+}
 
 /// One modern request in flight on a connection.
 struct ModernRequest {
@@ -42,6 +84,8 @@ struct ModernRequest {
     read_uri: Option<String>,
     /// It is a `subscriptions/listen`: the updates related to it are its stream's.
     listen: bool,
+    /// How many requests of its id the connection opened before it.
+    instance: u32,
 }
 
 /// Serves one client until its input ends or the hub closes its outbox.
@@ -138,9 +182,6 @@ where
             while written < batch.len() {
                 let o = batch[written].clone();
                 written += 1;
-                if o.kind == OutKind::Release {
-                    continue;
-                }
                 let Some(bytes) = wire(o, &hub, &modern_requests) else {
                     continue;
                 };
@@ -164,7 +205,7 @@ where
                 if outbox.drain(&mut rest).is_err() {
                     rest.clear();
                 }
-                for o in rest.into_iter().filter(|o| o.kind != OutKind::Release) {
+                for o in rest {
                     if let Some(bytes) = wire(o, &hub, &modern_requests) {
                         let _ = out.feed(bytes).await;
                     }
@@ -176,6 +217,7 @@ where
         _ = write_loop => {}
     }
     let subs: Vec<ClientId> = lock(&modern_requests)
+        .live
         .drain()
         .map(|(_, r)| r.client)
         .collect();
@@ -186,7 +228,7 @@ where
     Ok(())
 }
 
-fn lock(m: &ModernRequests) -> std::sync::MutexGuard<'_, HashMap<RawId, ModernRequest>> {
+fn lock(m: &ModernRequests) -> std::sync::MutexGuard<'_, Modern> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -214,7 +256,7 @@ async fn modern_target(
                 .and_then(|p| p.request_id)
                 .and_then(|r| RawId::parse(r.get()));
             let sub = id
-                .and_then(|id| lock(requests).remove(&id))
+                .and_then(|id| lock(requests).live.remove(&id))
                 .map(|r| r.client);
             match sub {
                 Some(sub) => {
@@ -240,10 +282,11 @@ async fn modern_target(
             if let Some(why) = stateless::legacy_only_refusal(msg.method().unwrap_or_default()) {
                 return refuse(code::METHOD_NOT_FOUND, &why, None);
             }
+            let id = msg.id().cloned().expect("requests have ids");
             let kind = ClientKind::Stateless {
                 capabilities: meta.client_capabilities.unwrap_or_default(),
                 log_level: meta.log_level,
-                shared_outbox: true,
+                shared_outbox: Some(id.clone()),
                 param_headers: None,
             };
             let Ok(sub) = hub.open(outbox.clone(), kind).await else {
@@ -253,13 +296,13 @@ async fn modern_target(
                     None,
                 );
             };
-            let id = msg.id().cloned().expect("requests have ids");
             let request = ModernRequest {
                 client: sub,
                 read_uri: shape::read_uri(msg),
                 listen: msg.method() == Some(methods::SUBSCRIPTIONS_LISTEN),
+                instance: 0,
             };
-            lock(requests).insert(id, request);
+            lock(requests).open(id, request);
             Target::Modern(sub)
         }
         _ => Target::Legacy,
@@ -268,9 +311,14 @@ async fn modern_target(
 
 /// The bytes to write for `o`: a response to a modern request ends its client and
 /// takes the era's shape; an update for a listen is tagged with its `subscriptionId`.
-/// `None`: nothing to write (an update for a listen that has ended).
+/// `None`: nothing to write (a mark, or an update for a listen that has ended).
 fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> Option<bytes::Bytes> {
     match (&o.kind, o.related.as_ref()) {
+        (OutKind::Ended, Some(id)) => {
+            lock(requests).ended(id);
+            return None;
+        }
+        (OutKind::Release | OutKind::Ended, _) => return None,
         (OutKind::Response, id) => {
             if let Some(read_uri) = end_modern(hub, requests, id) {
                 return Some(shape::response(
@@ -282,17 +330,21 @@ fn wire(o: Outbound, hub: &ClientLink, requests: &ModernRequests) -> Option<byte
         }
         (OutKind::Notification | OutKind::Coalescible(_), Some(id)) => {
             let listen = {
-                let requests = lock(requests);
+                let modern = lock(requests);
                 // Most connections never make a modern request: no hashing for them.
-                if requests.is_empty() {
+                if modern.live.is_empty() {
                     None
                 } else {
-                    requests.get(id).map(|r| r.listen)
+                    let current = |r: &ModernRequest| modern.current(id, r).then_some(r.listen);
+                    modern.live.get(id).map(current)
                 }
             };
             match listen {
-                Some(true) => return Some(o.listen_bytes()),
-                Some(false) => {}
+                Some(Some(true)) => return Some(o.listen_bytes()),
+                Some(Some(false)) => {}
+                // An earlier request of the id (a listen the client cancelled, then
+                // reused the id for): it is over, and this is for nobody now.
+                Some(None) => return None,
                 // Only a listen's copies of updates and list changes name a request (a
                 // session's name none): this listen has ended (cancelled, or answered
                 // at shutdown) while they were queued, and they are for nobody now.
@@ -314,12 +366,12 @@ fn end_modern(
     id: Option<&RawId>,
 ) -> Option<Option<String>> {
     let sub = id.and_then(|id| {
-        let mut requests = lock(requests);
+        let mut modern = lock(requests);
         // Most connections never make a modern request: no hashing for them.
-        if requests.is_empty() {
+        if modern.live.is_empty() {
             None
         } else {
-            requests.remove(id)
+            modern.live.remove(id)
         }
     });
     let sub = sub?;
@@ -354,32 +406,88 @@ mod tests {
         let hub = ClientLink::new(tx);
         let requests: ModernRequests = Arc::default();
         let listen = RawId::from_u64(7);
-        lock(&requests).insert(
-            listen.clone(),
-            ModernRequest {
-                client: ClientId(2),
-                read_uri: None,
-                listen: true,
-            },
-        );
-        let update = |related: Option<RawId>| {
-            let kind = OutKind::Coalescible(CoalesceKey::Method("m".into()));
-            Outbound::new(
-                bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"m"}"#),
-                kind,
-                related,
-            )
-        };
-        let tagged = wire(update(Some(listen.clone())), &hub, &requests).expect("tagged");
-        assert!(
-            std::str::from_utf8(&tagged)
-                .unwrap()
-                .contains("subscriptionId"),
-            "{tagged:?}"
-        );
-        lock(&requests).remove(&listen);
+        lock(&requests).open(listen.clone(), listen_request(2));
+        assert!(is_tagged(&wire(
+            update(Some(listen.clone())),
+            &hub,
+            &requests
+        )));
+        lock(&requests).live.remove(&listen);
         assert_eq!(wire(update(Some(listen)), &hub, &requests), None, "ended");
         let session = wire(update(None), &hub, &requests).expect("the session's");
         assert_eq!(&session[..], br#"{"jsonrpc":"2.0","method":"m"}"#);
+    }
+
+    fn listen_request(client: u64) -> ModernRequest {
+        ModernRequest {
+            client: ClientId(client),
+            read_uri: None,
+            listen: true,
+            instance: 0,
+        }
+    }
+
+    fn update(related: Option<RawId>) -> Outbound {
+        let kind = OutKind::Coalescible(CoalesceKey::Method("m".into()));
+        Outbound::new(
+            bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","method":"m"}"#),
+            kind,
+            related,
+        )
+    }
+
+    fn is_tagged(wired: &Option<bytes::Bytes>) -> bool {
+        wired.as_ref().is_some_and(|b| {
+            std::str::from_utf8(b)
+                .unwrap()
+                .contains("io.modelcontextprotocol/subscriptionId")
+        })
+    }
+
+    /// A client cancels its listen and opens a new one with the same id while the old
+    /// one's updates still wait in the connection's outbox: those are for nobody (the
+    /// new listen may hold other URIs), up to the hub's mark that the old one ended;
+    /// what follows the mark is the new listen's, tagged.
+    #[test]
+    fn a_reused_listen_id_tags_only_what_follows_the_end_of_the_earlier_listen() {
+        let (tx, _rx) = tokio::sync::mpsc::channel(8);
+        let hub = ClientLink::new(tx);
+        let requests: ModernRequests = Arc::default();
+        let id = RawId::from_u64(7);
+        lock(&requests).open(id.clone(), listen_request(2));
+        assert!(is_tagged(&wire(update(Some(id.clone())), &hub, &requests)));
+        // Cancelled (the reader forgets it), and the id reused at once.
+        lock(&requests).live.remove(&id);
+        lock(&requests).open(id.clone(), listen_request(3));
+        assert_eq!(
+            wire(update(Some(id.clone())), &hub, &requests),
+            None,
+            "the old listen's"
+        );
+        let end = Outbound::new(bytes::Bytes::new(), OutKind::Ended, Some(id.clone()));
+        assert_eq!(wire(end, &hub, &requests), None, "a mark writes nothing");
+        assert!(
+            is_tagged(&wire(update(Some(id.clone())), &hub, &requests)),
+            "the new listen's"
+        );
+        // Reused for a call instead: the earlier listen's leftovers are not written as
+        // the call's (untagged, they would read as the session's).
+        lock(&requests).live.remove(&id);
+        let mut call = listen_request(4);
+        call.listen = false;
+        lock(&requests).open(id.clone(), call);
+        assert_eq!(wire(update(Some(id.clone())), &hub, &requests), None);
+        let end = Outbound::new(bytes::Bytes::new(), OutKind::Ended, Some(id.clone()));
+        assert_eq!(wire(end, &hub, &requests), None);
+        assert_eq!(
+            wire(update(Some(id.clone())), &hub, &requests).as_deref(),
+            Some(&br#"{"jsonrpc":"2.0","method":"m"}"#[..]),
+            "the call's own"
+        );
+        // Once every request of the id has ended, nothing is kept for it.
+        lock(&requests).live.remove(&id);
+        let end = Outbound::new(bytes::Bytes::new(), OutKind::Ended, Some(id.clone()));
+        wire(end, &hub, &requests);
+        assert!(lock(&requests).instances.is_empty());
     }
 }

@@ -131,7 +131,7 @@ impl Hub {
                 + self
                     .clients
                     .values()
-                    .filter(|c| c.owns_outbox)
+                    .filter(|c| c.shared_outbox.is_none())
                     .map(|c| c.outbox.merged())
                     .sum::<u64>(),
             upstream_sent: sent,

@@ -71,8 +71,8 @@ use holders::{SubError, Waiter};
 
 use crate::config::{ClientCapabilityPolicy, Config, UnrelatedPolicy};
 use crate::downstream::link::ClientKind;
-use crate::downstream::outbox::{CloseReason, Outbox};
-use crate::protocol::Message;
+use crate::downstream::outbox::{CloseReason, OutKind, Outbound, Outbox};
+use crate::protocol::{Message, RawId};
 use crate::state::catalog::{Catalog, UpstreamNaming};
 use crate::state::ids::{ClientId, IdMap, UpstreamId, ViewId};
 use crate::state::pending::PendingTable;
@@ -204,9 +204,10 @@ struct ClientState {
     view: ViewId,
     /// Its `Mcp-Session-Id`, when it is a Streamable HTTP session (for traces).
     session: Option<Arc<str>>,
-    /// `false` when the outbox is a connection's, shared by several clients (a stateless
-    /// stdio connection's requests): ending this client must not close it.
-    owns_outbox: bool,
+    /// `Some(request id)` when the outbox is a connection's, shared by several clients
+    /// (a stateless stdio connection's requests): ending this client must not close it,
+    /// and queues an `OutKind::Ended` naming the id instead.
+    shared_outbox: Option<RawId>,
     /// Set once `initialize` was answered.
     init: Option<ClientInit>,
     /// Not held to the per-client limits (the fleet's reader: `ClientKind::FleetReader`).
@@ -429,13 +430,10 @@ impl Hub {
                 } else if self.clients.len() >= self.settings.max_clients {
                     Err(AdmitError::TooManyClients(self.settings.max_clients))
                 } else {
-                    let owns_outbox = !matches!(
-                        kind,
-                        ClientKind::Stateless {
-                            shared_outbox: true,
-                            ..
-                        }
-                    );
+                    let shared_outbox = match &kind {
+                        ClientKind::Stateless { shared_outbox, .. } => shared_outbox.clone(),
+                        _ => None,
+                    };
                     let exempt = matches!(kind, ClientKind::FleetReader);
                     let init = match kind {
                         ClientKind::Session | ClientKind::FleetReader => None,
@@ -468,7 +466,7 @@ impl Hub {
                             outbox,
                             view,
                             session,
-                            owns_outbox,
+                            shared_outbox,
                             init,
                             exempt,
                         },
@@ -493,9 +491,17 @@ impl Hub {
         };
         tracing::debug!(%client, reason, "client closed");
         self.counters.peak_queue = self.counters.peak_queue.max(state.outbox.peak());
-        if state.owns_outbox {
-            self.counters.coalesced_gone += state.outbox.merged();
-            state.outbox.close(CloseReason::Closed);
+        match state.shared_outbox {
+            None => {
+                self.counters.coalesced_gone += state.outbox.merged();
+                state.outbox.close(CloseReason::Closed);
+            }
+            // Nothing queued after this mark is the client's: the connection tells it
+            // from a later request that reuses the id.
+            Some(id) => {
+                let end = Outbound::new(bytes::Bytes::new(), OutKind::Ended, Some(id));
+                self.turn.push(client, &state.outbox, end);
+            }
         }
         self.listens.close(client);
         self.admission.forget(client);

@@ -84,7 +84,7 @@ pub(super) async fn handle(
     let kind = ClientKind::Stateless {
         capabilities: meta.client_capabilities.unwrap_or_default(),
         log_level: meta.log_level.clone(),
-        shared_outbox: false,
+        shared_outbox: None,
         param_headers: Some(param_headers(headers)),
     };
     let listen = method == methods::SUBSCRIPTIONS_LISTEN;

@@ -266,3 +266,48 @@ fn an_update_after_a_run_coalesces_with_the_runs_last_message() {
         "the queued one says the same"
     );
 }
+
+/// The mark that a shared outbox's request ended is queued even when the queue is full
+/// (it closes nothing), and takes the request's pending coalesced copies with it: those
+/// would be written after the mark, as if a later request of the same id had them.
+#[test]
+fn an_ended_mark_is_queued_past_the_bound_and_takes_its_requests_pending_copies() {
+    let to = |related: Option<u64>, n: u32| {
+        let kind = OutKind::Coalescible(CoalesceKey::Update(SubKey::new(
+            crate::state::ids::UpstreamId(0),
+            "x",
+        )));
+        Outbound::new(
+            Bytes::from(format!("x#{n}")),
+            kind,
+            related.map(RawId::from_u64),
+        )
+    };
+    let mut s = OutboxState::new(2);
+    s.push(to(None, 0));
+    s.push(msg(OutKind::Response, "r"));
+    assert_eq!(s.push(to(Some(7), 1)), Pushed::Coalesced);
+    assert_eq!(s.push(to(Some(8), 2)), Pushed::Coalesced);
+    let end = Outbound::new(Bytes::new(), OutKind::Ended, Some(RawId::from_u64(7)));
+    assert_eq!(s.push(end), Pushed::Queued);
+    let mut out = vec![];
+    s.drain_into(&mut out);
+    let got: Vec<_> = out
+        .iter()
+        .map(|o| {
+            (
+                o.kind.clone(),
+                o.related.as_ref().map(|r| r.as_json().to_owned()),
+            )
+        })
+        .collect();
+    assert_eq!(got.len(), 4, "{got:?}");
+    assert_eq!(texts_of(&out[..2]), ["x#0", "r"]);
+    assert_eq!(got[2], (OutKind::Ended, Some("7".to_owned())));
+    assert_eq!(
+        texts_of(&out[3..]),
+        ["x#2"],
+        "the other request's copy stays"
+    );
+    assert!(s.is_empty());
+}

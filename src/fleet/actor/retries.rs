@@ -128,7 +128,7 @@ async fn served(clients: &ClientLink, payload: &[u8]) -> Bytes {
     let kind = ClientKind::Stateless {
         capabilities: v["capabilities"].clone(),
         log_level: v["logLevel"].as_str().map(str::to_owned),
-        shared_outbox: false,
+        shared_outbox: None,
         param_headers: None,
     };
     let Ok(client) = clients.open(outbox.clone(), kind).await else {

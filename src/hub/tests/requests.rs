@@ -531,3 +531,57 @@ async fn a_cursor_naming_a_server_twice_is_refused() {
     assert_eq!(v["error"]["code"], -32602, "{v}");
     assert!(r.upstream_msgs().await.is_empty());
 }
+
+/// A stdio connection's 2026-07-28 request shares the connection's outbox. When its
+/// client goes, the outbox stays open for the connection's session, and a mark naming
+/// the request follows the last message that was the client's: the connection tells
+/// that request's leftovers from a later request's that reuses the id by it.
+#[tokio::test]
+async fn a_shared_outbox_client_that_goes_leaves_its_end_mark_after_its_messages() {
+    let mut r = rig().await;
+    let outbox = Outbox::new(64);
+    let mut session = r.client_on(outbox.clone(), json!({})).await;
+    let id = RawId::from_u64(7);
+    let kind = ClientKind::Stateless {
+        capabilities: json!({}),
+        log_level: None,
+        shared_outbox: Some(id.clone()),
+        param_headers: None,
+    };
+    let modern = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
+    let params = json!({"name": "echo", "_meta": {"progressToken": "p"}});
+    let call = Message::request(&id, "tools/call", Some(&params));
+    r.hub.client_message(modern, call).await.unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["tools/call"]);
+    let sent: Value = serde_json::from_str(up[0].params().unwrap().get()).unwrap();
+    let token = sent["_meta"]["progressToken"].clone();
+    r.inject(Message::notification(
+        "notifications/progress",
+        Some(&json!({"progressToken": token, "progress": 1})),
+    ))
+    .await;
+    r.sync().await;
+    r.hub
+        .clients()
+        .client_closed(modern, "cancelled by the client")
+        .await;
+    r.sync().await;
+    let mut out = vec![];
+    outbox.drain(&mut out).unwrap();
+    let kinds: Vec<_> = out
+        .iter()
+        .map(|o| (o.kind.clone(), o.related.clone()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (OutKind::Notification, Some(id.clone())),
+            (OutKind::Ended, Some(id)),
+        ],
+        "{out:?}"
+    );
+    // The connection's session goes on.
+    let v = session.call("ping", json!({})).await;
+    assert_eq!(v["result"], json!({}), "{v}");
+}

@@ -375,6 +375,8 @@ pub(super) fn notification_out(
 pub(super) struct Turn {
     pub(super) wake_due: Vec<Arc<Outbox>>,
     pub(super) refused: Vec<(ClientId, CloseReason)>,
+    /// The turn's work so far, against [`super::TURN_PUSHES`]: one per message queued
+    /// to one client; a held fan-out one per holder plus one per update.
     pub(super) pushes: usize,
 }
 

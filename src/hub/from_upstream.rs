@@ -59,8 +59,8 @@ impl Hub {
             || matches!(self.upstreams[upstream.0].status, UpstreamStatus::Removed)
     }
 
-    /// Handles the messages of the batch under way (`carry`) until this turn queued
-    /// `limit` messages to clients, or the batch ends: a batch is handled across
+    /// Handles the messages of the batch under way (`carry`) until this turn's pushes
+    /// reach `limit` ([`super::TURN_PUSHES`]), or the batch ends: a batch is handled across
     /// turns, so it bounds a turn no more than one message does.
     pub(super) fn continue_carry(&mut self, limit: usize) {
         while self.turn.pushes < limit {

@@ -149,9 +149,12 @@ impl Hub {
                     clients: clients.clone(),
                     deliveries: vec![delivery],
                 });
+                // One push per holder, however many updates are held with this one.
+                self.turn.pushes += clients.len();
             }
         }
-        self.turn.pushes += clients.len();
+        // And the update itself (its share of the runs, its bookkeeping).
+        self.turn.pushes += 1;
         if self.traces.on {
             // A fan-out's span counts what the outboxes merged: queue it now.
             self.queue_fan_out();

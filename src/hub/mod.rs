@@ -82,12 +82,14 @@ use crate::upstream::{InitInfo, UpstreamHandle, UpstreamLink};
 /// is full (backpressure on client readers and upstream readers), the hub never does.
 pub const INBOX_CAPACITY: usize = 4096;
 
-/// Client messages one turn of the hub queues before it wakes their writers and looks
-/// at its other inboxes: up to about 400 updates for 10 holders, 4 for 1,000 (a turn
-/// takes only what is already queued). Large enough that a burst reaches each client in
-/// few writes, small enough that writers on the other worker are not kept idle for long,
-/// nor clients' requests waiting. (the experiments are in the git history of BENCHMARKS.md): 1,024 was slower; 16,384 and
-/// 65,536 made no difference that the noise let us see.
+/// The work one turn of the hub does before it wakes the writers and looks at its other
+/// inboxes, in pushes: a message queued to one client is one, and a run of updates held
+/// for one audience costs one per holder (each takes the run with one push, however
+/// long) plus one per update. So a turn of a burst holds about 4,000 updates whatever
+/// the number of holders (a turn takes only what is already queued). Large enough that a
+/// burst reaches each client in few writes, small enough that clients' requests do not
+/// wait long behind a burst (BENCHMARKS.md, "Turn budget"; earlier experiments are in
+/// its git history).
 const TURN_PUSHES: usize = 4096;
 
 /// How long after a refused re-subscribe (an upstream restart's) it is asked again.
@@ -366,8 +368,8 @@ impl Hub {
     }
 
     /// A burst from the upstreams (an update storm): takes the upstream events queued
-    /// behind the one just handled, until [`TURN_PUSHES`] messages were queued to
-    /// clients this turn, so each client's writer wakes once for the lot and writes it
+    /// behind the one just handled, until this turn's pushes reach [`TURN_PUSHES`], so
+    /// each client's writer wakes once for the lot and writes it
     /// in one chunk (docs/architecture.md, "Fan-out"). Isolated events are untouched:
     /// nothing is queued behind them.
     fn take_burst(&mut self, inbox: &mut Inboxes) {

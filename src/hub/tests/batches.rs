@@ -44,7 +44,7 @@ async fn updates(c: &Client, count: usize) -> Vec<u64> {
 
 #[tokio::test]
 async fn a_batch_longer_than_a_turn_keeps_its_order_before_later_messages() {
-    // One holder: a turn ends after TURN_PUSHES updates, so this batch takes two turns,
+    // One holder: a turn ends after about TURN_PUSHES updates, so this batch takes two turns,
     // and the update sent after it waits in the hub's inbox meanwhile. It must not
     // overtake the batch's rest.
     let mut r = rig().await;
@@ -150,4 +150,34 @@ async fn the_sessions_holding_a_uri_share_one_run_of_a_bursts_updates() {
         "a lone update: {:?}",
         &of_a[1..]
     );
+}
+
+#[tokio::test]
+async fn a_burst_to_many_holders_takes_one_turn_as_to_a_few() {
+    // A turn's budget counts a held fan-out once per holder plus once per update: 2,000
+    // updates to 90 holders fit one turn, so each holder gets them as one run. (Counted
+    // per delivery, a turn ended every 45 updates: 45 runs to every holder, each a
+    // lock, a push and a writer's wake.)
+    let mut r = rig().await;
+    let first = holder(&mut r, 2048).await;
+    let mut all = vec![first];
+    for _ in 1..90 {
+        let mut c = r.client_on(Outbox::new(2048), json!({})).await;
+        c.send("resources/subscribe", json!({"uri": "test://a"}))
+            .await;
+        assert_eq!(c.next().await["result"], json!({}), "held upstream already");
+        all.push(c);
+    }
+    let batch: Vec<Message> = (0..2000).map(update).collect();
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
+        .await
+        .unwrap();
+    r.sync().await;
+    for c in &all {
+        let mut entries = vec![];
+        c.outbox.drain_entries(&mut entries).unwrap();
+        let lens: Vec<usize> = entries.iter().map(Queued::len).collect();
+        assert_eq!(lens, [2000], "one run of the whole burst");
+    }
 }

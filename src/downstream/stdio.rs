@@ -402,11 +402,8 @@ mod tests {
     /// request named) is written as it is.
     #[test]
     fn an_ended_listens_queued_updates_are_not_written_as_the_sessions() {
-        let (tx, _rx) = tokio::sync::mpsc::channel(8);
-        let hub = ClientLink::new(tx);
-        let requests: ModernRequests = Arc::default();
         let listen = RawId::from_u64(7);
-        lock(&requests).open(listen.clone(), listen_request(2));
+        let (hub, requests, _rx) = listening(&listen);
         assert!(is_tagged(&wire(
             update(Some(listen.clone())),
             &hub,
@@ -416,6 +413,21 @@ mod tests {
         assert_eq!(wire(update(Some(listen)), &hub, &requests), None, "ended");
         let session = wire(update(None), &hub, &requests).expect("the session's");
         assert_eq!(&session[..], br#"{"jsonrpc":"2.0","method":"m"}"#);
+    }
+
+    /// A connection whose listen `id` is open (hub client 2), and the hub's end of its
+    /// link, kept so the link stays open.
+    fn listening(
+        id: &RawId,
+    ) -> (
+        ClientLink,
+        ModernRequests,
+        tokio::sync::mpsc::Receiver<crate::downstream::link::ClientEvent>,
+    ) {
+        let (tx, rx) = tokio::sync::mpsc::channel(8);
+        let requests: ModernRequests = Arc::default();
+        lock(&requests).open(id.clone(), listen_request(2));
+        (ClientLink::new(tx), requests, rx)
     }
 
     fn listen_request(client: u64) -> ModernRequest {
@@ -450,11 +462,8 @@ mod tests {
     /// what follows the mark is the new listen's, tagged.
     #[test]
     fn a_reused_listen_id_tags_only_what_follows_the_end_of_the_earlier_listen() {
-        let (tx, _rx) = tokio::sync::mpsc::channel(8);
-        let hub = ClientLink::new(tx);
-        let requests: ModernRequests = Arc::default();
         let id = RawId::from_u64(7);
-        lock(&requests).open(id.clone(), listen_request(2));
+        let (hub, requests, _rx) = listening(&id);
         assert!(is_tagged(&wire(update(Some(id.clone())), &hub, &requests)));
         // Cancelled (the reader forgets it), and the id reused at once.
         lock(&requests).live.remove(&id);

@@ -23,6 +23,25 @@ async fn holder(r: &mut Rig, cap: usize) -> Client {
     c
 }
 
+/// Another client of `r` holding `test://a`, which the upstream already holds.
+async fn another_holder(r: &Rig, cap: usize) -> Client {
+    let mut c = r.client_on(Outbox::new(cap), json!({})).await;
+    c.send("resources/subscribe", json!({"uri": "test://a"}))
+        .await;
+    assert_eq!(c.next().await["result"], json!({}), "held upstream already");
+    c
+}
+
+/// Hands `r`'s hub one batch of `count` updates and waits until it handled it.
+async fn burst(r: &Rig, count: u64) {
+    let batch: Vec<Message> = (0..count).map(update).collect();
+    r.hub
+        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
+        .await
+        .unwrap();
+    r.sync().await;
+}
+
 /// The `_meta.n` of every update queued for `c`, waiting until `count` came.
 async fn updates(c: &Client, count: usize) -> Vec<u64> {
     let mut seen = vec![];
@@ -116,16 +135,8 @@ async fn the_sessions_holding_a_uri_share_one_run_of_a_bursts_updates() {
     // update later is queued as itself.
     let mut r = rig().await;
     let a = holder(&mut r, 64).await;
-    let mut b = r.client_on(Outbox::new(64), json!({})).await;
-    b.send("resources/subscribe", json!({"uri": "test://a"}))
-        .await;
-    assert_eq!(b.next().await["result"], json!({}), "held upstream already");
-    let batch: Vec<Message> = (0..10).map(update).collect();
-    r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
-        .await
-        .unwrap();
-    r.sync().await;
+    let b = another_holder(&r, 64).await;
+    burst(&r, 10).await;
     let (mut of_a, mut of_b) = (vec![], vec![]);
     a.outbox.drain_entries(&mut of_a).unwrap();
     b.outbox.drain_entries(&mut of_b).unwrap();
@@ -162,18 +173,9 @@ async fn a_burst_to_many_holders_takes_one_turn_as_to_a_few() {
     let first = holder(&mut r, 2048).await;
     let mut all = vec![first];
     for _ in 1..90 {
-        let mut c = r.client_on(Outbox::new(2048), json!({})).await;
-        c.send("resources/subscribe", json!({"uri": "test://a"}))
-            .await;
-        assert_eq!(c.next().await["result"], json!({}), "held upstream already");
-        all.push(c);
+        all.push(another_holder(&r, 2048).await);
     }
-    let batch: Vec<Message> = (0..2000).map(update).collect();
-    r.hub
-        .upstream_event(UpstreamId(0), UpstreamEvent::Messages(batch))
-        .await
-        .unwrap();
-    r.sync().await;
+    burst(&r, 2000).await;
     for c in &all {
         let mut entries = vec![];
         c.outbox.drain_entries(&mut entries).unwrap();

@@ -376,7 +376,7 @@ pub(super) struct Turn {
     pub(super) wake_due: Vec<Arc<Outbox>>,
     pub(super) refused: Vec<(ClientId, CloseReason)>,
     /// The turn's work so far, against [`super::TURN_PUSHES`]: one per message queued
-    /// to one client; a held fan-out one per holder plus one per update.
+    /// to one client; a held fan-out one per holder plus one per copy of each update.
     pub(super) pushes: usize,
 }
 

@@ -142,19 +142,35 @@ impl Hub {
         match self.held_fan_out.as_mut() {
             Some(held) if Arc::ptr_eq(&held.clients, clients) || held.clients == *clients => {
                 held.deliveries.push(delivery);
+                // The copies each update makes: the plain one, and a tagged one per
+                // listen id among the holders (counted once, when a run begins).
+                let (all, listens) = (&self.clients, &self.listens);
+                self.turn.pushes += *held.copies.get_or_insert_with(|| {
+                    let mut ids: Vec<&RawId> = clients
+                        .iter()
+                        .filter(|c| {
+                            all.get(c)
+                                .and_then(|s| s.init.as_ref())
+                                .is_some_and(|i| i.stateless.is_some())
+                        })
+                        .filter_map(|c| listens.acked(*c))
+                        .collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    1 + ids.len()
+                });
             }
             _ => {
                 self.queue_fan_out();
                 self.held_fan_out = Some(FanOut {
                     clients: clients.clone(),
                     deliveries: vec![delivery],
+                    copies: None,
                 });
                 // One push per holder, however many updates are held with this one.
                 self.turn.pushes += clients.len();
             }
         }
-        // And the update itself (its share of the runs, its bookkeeping).
-        self.turn.pushes += 1;
         if self.traces.on {
             // A fan-out's span counts what the outboxes merged: queue it now.
             self.queue_fan_out();
@@ -227,6 +243,9 @@ impl Hub {
 pub(super) struct FanOut {
     clients: Arc<[ClientId]>,
     deliveries: Vec<Delivery>,
+    /// What each update after the first costs the turn: its copies (see
+    /// [`Hub::fan_out_tagged`]), found when the second arrives.
+    copies: Option<usize>,
 }
 
 #[cfg(test)]

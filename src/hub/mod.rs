@@ -85,8 +85,9 @@ pub const INBOX_CAPACITY: usize = 4096;
 /// The work one turn of the hub does before it wakes the writers and looks at its other
 /// inboxes, in pushes: a message queued to one client is one, and a run of updates held
 /// for one audience costs one per holder (each takes the run with one push, however
-/// long) plus one per update. So a turn of a burst holds about 4,000 updates whatever
-/// the number of holders (a turn takes only what is already queued). Large enough that a
+/// long) plus, per update, one per copy it makes (the plain one, a tagged one per
+/// listen id among the holders). So a turn of a burst holds about 4,000 updates
+/// whatever the number of holders (a turn takes only what is already queued). Large enough that a
 /// burst reaches each client in few writes, small enough that clients' requests do not
 /// wait long behind a burst (BENCHMARKS.md, "Turn budget"; earlier experiments are in
 /// its git history).

@@ -183,3 +183,54 @@ async fn a_burst_to_many_holders_takes_one_turn_as_to_a_few() {
         assert_eq!(lens, [2000], "one run of the whole burst");
     }
 }
+
+#[tokio::test]
+async fn a_burst_to_many_listen_ids_is_split_by_the_copies_it_makes() {
+    // Each update makes a tagged copy per listen id among its holders: with 40 ids a
+    // turn's budget holds about a hundred updates, not thousands, so one turn never
+    // makes millions of copies. Every listen still gets every update, in order.
+    let mut r = rig().await;
+    let session = holder(&mut r, 4096).await;
+    let mut listens = vec![];
+    for id in 1..=40u64 {
+        let outbox = Outbox::new(4096);
+        let kind = ClientKind::Stateless {
+            capabilities: json!({}),
+            log_level: None,
+            shared_outbox: None,
+            param_headers: None,
+        };
+        let client = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
+        let params = json!({"notifications": {"resourceSubscriptions": ["test://a"]}});
+        let listen = Message::request(&RawId::from_u64(id), "subscriptions/listen", Some(&params));
+        r.hub.client_message(client, listen).await.unwrap();
+        r.sync().await;
+        let mut ack = vec![];
+        outbox.drain(&mut ack).unwrap();
+        assert_eq!(ack.len(), 1, "the acknowledgement: {ack:?}");
+        listens.push(outbox);
+    }
+    burst(&r, 2000).await;
+    for outbox in &listens {
+        let mut entries = vec![];
+        outbox.drain_entries(&mut entries).unwrap();
+        // The first turn's share: about 4,096 ÷ 41 updates (the rest may come in one
+        // run: the test's wait for the hub takes what is left at once).
+        let first = entries[0].len();
+        assert!(
+            (50..=128).contains(&first),
+            "the first turn held {first} updates"
+        );
+        let mut n = vec![];
+        for e in &entries {
+            for o in e.as_slice() {
+                let v: Value = serde_json::from_slice(&o.bytes).unwrap();
+                n.push(v["params"]["_meta"]["n"].as_u64().unwrap());
+            }
+        }
+        assert!(n.iter().copied().eq(0..2000), "every update, in order");
+    }
+    let mut entries = vec![];
+    session.outbox.drain_entries(&mut entries).unwrap();
+    assert_eq!(entries.iter().map(Queued::len).sum::<usize>(), 2000);
+}

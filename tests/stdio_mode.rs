@@ -201,6 +201,48 @@ async fn a_modern_stdio_client_discovers_listens_and_closes_its_listen() {
     assert_eq!(init["result"]["serverInfo"]["name"], "mcpmux");
 }
 
+/// A client may reuse a listen's id once it cancelled it (the hub marks the end of each
+/// request's messages on the connection, and the writer counts them): each new listen
+/// gets its own URI's updates, tagged with the id, and nothing for the URI the listen
+/// before it held, however often the id is reused.
+#[tokio::test]
+async fn a_stdio_listen_id_reused_after_a_cancel_gets_only_its_own_updates() {
+    let mut c = start();
+    let (a, b) = ("test://static/1", "test://static/2");
+    for (round, (uri, other)) in [(a, b), (b, a), (a, b), (b, a)].into_iter().enumerate() {
+        let listen = common::modern::request(
+            json!("L"),
+            "subscriptions/listen",
+            json!({"notifications": {"resourceSubscriptions": [uri]}}),
+        );
+        c.send_raw(&listen.to_string()).await;
+        let ack = c.read().await;
+        assert_eq!(
+            ack["method"], "notifications/subscriptions/acknowledged",
+            "round {round}: {ack}"
+        );
+        let emit = |u: &str| json!({"name": "emit_update", "arguments": {"uri": u}});
+        let (before, _) = modern_call(
+            &mut c,
+            json!(format!("o{round}")),
+            "tools/call",
+            emit(other),
+        )
+        .await;
+        assert!(before.is_empty(), "round {round}, {other}: {before:?}");
+        let (before, _) =
+            modern_call(&mut c, json!(format!("u{round}")), "tools/call", emit(uri)).await;
+        assert_eq!(before.len(), 1, "round {round}: {before:?}");
+        assert_eq!(before[0]["params"]["uri"], uri, "round {round}");
+        assert_eq!(
+            before[0]["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "L",
+            "round {round}"
+        );
+        c.notify("notifications/cancelled", json!({"requestId": "L"}))
+            .await;
+    }
+}
+
 /// Methods the 2026-07-28 era does not have are refused at the stdio edge (-32601 naming
 /// the method and the version), as over HTTP; the connection keeps working.
 #[tokio::test]

@@ -58,7 +58,8 @@ pub enum OutKind {
     /// shared outbox (a stdio connection's) is gone, and nothing queued after this is
     /// its. The connection tells a request's leftovers from those of a later request
     /// that reuses the id by these (docs/architecture.md, "Both protocol eras"). Queued
-    /// past the bound (one per ended request), never dropped.
+    /// past the bound (one per ended request) up to twice it, never dropped; beyond
+    /// that it closes the outbox, as a response would.
     Ended,
 }
 
@@ -235,6 +236,11 @@ impl OutboxState {
             return Pushed::Closed(r.clone());
         }
         if msg.kind == OutKind::Ended {
+            // Past the bound, but not without one: a client that opens and ends
+            // requests while it reads nothing is closed, as a response would close it.
+            if self.queued >= 2 * self.cap {
+                return self.close(CloseReason::QueueFull);
+            }
             // What waits to be coalesced goes after the queue, so after this mark: the
             // ended request's pending notifications are for nobody now.
             self.coalesced.retain(|o| o.related != msg.related);

@@ -310,4 +310,10 @@ fn an_ended_mark_is_queued_past_the_bound_and_takes_its_requests_pending_copies(
         "the other request's copy stays"
     );
     assert!(s.is_empty());
+    // Past the bound, but not without one: at twice it, a mark closes the outbox.
+    let end = || Outbound::new(Bytes::new(), OutKind::Ended, Some(RawId::from_u64(9)));
+    for _ in 0..4 {
+        assert_eq!(s.push(end()), Pushed::Queued);
+    }
+    assert_eq!(s.push(end()), Pushed::Closed(CloseReason::QueueFull));
 }

@@ -144,17 +144,10 @@ impl Hub {
                 held.deliveries.push(delivery);
                 // The copies each update makes: the plain one, and a tagged one per
                 // listen id among the holders (counted once, when a run begins).
-                let (all, listens) = (&self.clients, &self.listens);
+                let listens = &self.listens;
                 self.turn.pushes += *held.copies.get_or_insert_with(|| {
-                    let mut ids: Vec<&RawId> = clients
-                        .iter()
-                        .filter(|c| {
-                            all.get(c)
-                                .and_then(|s| s.init.as_ref())
-                                .is_some_and(|i| i.stateless.is_some())
-                        })
-                        .filter_map(|c| listens.acked(*c))
-                        .collect();
+                    let mut ids: Vec<&RawId> =
+                        clients.iter().filter_map(|c| listens.acked(*c)).collect();
                     ids.sort_unstable();
                     ids.dedup();
                     1 + ids.len()

@@ -87,10 +87,10 @@ pub const INBOX_CAPACITY: usize = 4096;
 /// for one audience costs one per holder (each takes the run with one push, however
 /// long) plus, per update, one per copy it makes (the plain one, a tagged one per
 /// listen id among the holders). So a turn of a burst holds about 4,000 updates
-/// whatever the number of holders (a turn takes only what is already queued). Large enough that a
-/// burst reaches each client in few writes, small enough that clients' requests do not
-/// wait long behind a burst (BENCHMARKS.md, "Turn budget"; earlier experiments are in
-/// its git history).
+/// whatever the number of holders (a turn takes only what is already queued). Large
+/// enough that a burst reaches each client in few writes, small enough that clients'
+/// requests do not wait long behind a burst (BENCHMARKS.md, "Turn budget"; earlier
+/// experiments are in its git history).
 const TURN_PUSHES: usize = 4096;
 
 /// How long after a refused re-subscribe (an upstream restart's) it is asked again.
@@ -370,9 +370,9 @@ impl Hub {
 
     /// A burst from the upstreams (an update storm): takes the upstream events queued
     /// behind the one just handled, until this turn's pushes reach [`TURN_PUSHES`], so
-    /// each client's writer wakes once for the lot and writes it
-    /// in one chunk (docs/architecture.md, "Fan-out"). Isolated events are untouched:
-    /// nothing is queued behind them.
+    /// each client's writer wakes once for the lot and writes it in one chunk
+    /// (docs/architecture.md, "Fan-out"). Isolated events are untouched: nothing is
+    /// queued behind them.
     fn take_burst(&mut self, inbox: &mut Inboxes) {
         while self.turn.pushes < TURN_PUSHES {
             if self.carry.is_some() {

@@ -23,6 +23,10 @@
 //!   --parse light|full     fanout receivers: byte scan (default) or eventsource-stream + serde
 //!   --no-raw               fanout: skip the raw baseline (for profiling mcpmux alone)
 //!   --no-eras              fanout: skip the by-era rows (legacy holders only)
+//!   --repeat R             fanout: burst rounds per N, the median shown (default 3)
+//!   --warmup W             fanout: rounds per N run first and not counted (default 1):
+//!                          the receivers' first reads in a process page-fault their
+//!                          buffers in, whichever side runs then
 //!   --smoke                tiny sizes; checks counts only (never time); exit 1 on a miss
 //!   OTEL_EXPORTER_OTLP_ENDPOINT=URL (with OTEL_TRACES_SAMPLER(_ARG)): the in-process
 //!                          mcpmux and the `mcpmux stdio` children export spans there
@@ -90,6 +94,8 @@ struct Args {
     smoke: bool,
     /// Burst rounds per N in `fanout` (mcpmux and the batched raw writer each round).
     repeat: usize,
+    /// Rounds per N in `fanout` run before those and not counted.
+    warmup: usize,
 }
 
 fn list(v: &str) -> Result<Vec<usize>> {
@@ -115,6 +121,7 @@ fn parse_args() -> Result<Args> {
         no_eras: false,
         smoke: false,
         repeat: 3,
+        warmup: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -139,8 +146,9 @@ fn parse_args() -> Result<Args> {
             "--no-eras" => a.no_eras = true,
             "--smoke" => a.smoke = true,
             "--repeat" => a.repeat = value()?.parse::<usize>()?.max(1),
+            "--warmup" => a.warmup = value()?.parse()?,
             "-h" | "--help" => {
-                println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--repeat R] [--parse light|full] [--peer mcp-proxy.mjs] [--no-raw] [--no-eras] [--smoke]");
+                println!("usage: loadgen storm|fanout|read-storm|modern-upstream|metrics|forwarding|memory|fleet|peer|all [--clients 1,10] [--updates K] [--iso E] [--rounds K] [--calls M] [--sessions 1000,10000] [--uris U] [--repeat R] [--warmup W] [--parse light|full] [--peer mcp-proxy.mjs] [--no-raw] [--no-eras] [--smoke]");
                 std::process::exit(0);
             }
             s if !s.starts_with('-') && a.scenario.is_empty() => a.scenario = s.to_owned(),
@@ -314,8 +322,20 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
     let mut rows: Vec<(usize, Fanout, Fanout, Fanout)> = vec![];
     let mut spreads: Vec<(usize, Vec<f64>)> = vec![];
     let mut iso_spreads: Vec<(usize, Vec<f64>)> = vec![];
+    let mut warmups: Vec<Vec<f64>> = vec![];
     for &n in &ns {
         let k = args.updates.unwrap_or_else(|| default_burst(n));
+        // The first bursts at a size warm the process for both sides: the receivers'
+        // buffers and sample vectors are page-faulted in then (BENCHMARKS.md, "Warm-up").
+        let mut warm = vec![];
+        for _ in 0..args.warmup {
+            let m = fanout_mcpmux(env, n, k, args.iso).await?;
+            if !args.no_raw {
+                let rb = fanout_raw(env, n, k, args.iso, RAW_BATCH).await?;
+                warm.push(m.burst.per_sec() / rb.burst.per_sec().max(1e-9));
+            }
+        }
+        warmups.push(warm);
         let mut m = fanout_mcpmux(env, n, k, args.iso).await?;
         let (mut r, mut rb) = if args.no_raw {
             (Fanout::default(), Fanout::default())
@@ -414,10 +434,16 @@ async fn run_fanout(args: &Args, env: &Env) -> Result<()> {
         }
     }
     if !spreads.is_empty() {
-        println!("\nmcpmux/best raw, burst, each round in the order run (the row above is the median round; mcpmux runs first in the odd rounds, the raw writer in the even ones):");
-        for (n, ratios) in &spreads {
+        println!("\nmcpmux/best raw, burst, each round in the order run (the row above is the median round; mcpmux runs first in the odd rounds, the raw writer in the even ones; the warm-up rounds ran before them and are not counted):");
+        for ((n, ratios), warm) in spreads.iter().zip(&warmups) {
             let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
-            println!("- N = {}: {}", group(*n as u64), each.join(" / "));
+            let warm: Vec<String> = warm.iter().map(|r| format!("{r:.2}")).collect();
+            let warm = if warm.is_empty() {
+                String::new()
+            } else {
+                format!(" (warm-up: {})", warm.join(" / "))
+            };
+            println!("- N = {}: {}{warm}", group(*n as u64), each.join(" / "));
         }
     }
     if args.iso > 0 {

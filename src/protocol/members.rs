@@ -2,7 +2,9 @@
 //! the raw text it is, borrowed from the object's text, each name borrowed unless it
 //! holds an escape; a member given twice is an error.
 //!
-//! Used by [`super::message`] to parse a message; knows nothing of JSON-RPC.
+//! Used by [`super::message`] to parse a message, and by whoever rewrites one level of
+//! a message part ([`object_members`], [`push_key`]); also the nesting check of raw
+//! text ([`nests_deeper_than`]). Knows nothing of JSON-RPC.
 
 use std::borrow::Cow;
 use std::fmt;
@@ -76,4 +78,64 @@ impl<'de> Deserialize<'de> for Members<'de> {
         }
         d.deserialize_map(V)
     }
+}
+
+/// The members of the JSON object `text`, names unescaped (borrowed unless they held an
+/// escape), values as their raw text, in order; `None` when `text` is no object or
+/// names a member twice.
+pub fn object_members(text: &str) -> Option<Vec<(Cow<'_, str>, &RawValue)>> {
+    serde_json::from_str::<Members<'_>>(text).ok().map(|m| m.0)
+}
+
+/// Appends `name` as a JSON string: as it is when nothing in it needs an escape (the
+/// usual member name, no allocation), else escaped.
+pub fn push_key(out: &mut String, name: &str) {
+    // Every byte is looked at (no early exit), which the compiler turns into a few
+    // wide compares rather than a branch per byte.
+    let plain = name
+        .bytes()
+        .fold(true, |ok, b| ok & (b >= 0x20) & (b != b'"') & (b != b'\\'));
+    if plain {
+        out.push('"');
+        out.push_str(name);
+        out.push('"');
+    } else {
+        out.push_str(&serde_json::to_string(name).expect("strings serialize"));
+    }
+}
+
+/// The deepest nesting of arrays and objects mcpmux (and serde_json, by default)
+/// reads.
+pub const MAX_NESTING: usize = 128;
+
+/// Whether the (valid) JSON text nests arrays and objects deeper than `max`. A plain
+/// scan, no allocation: raw members are kept unparsed, so their depth is not otherwise
+/// checked.
+pub fn nests_deeper_than(json: &str, max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for b in json.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return true;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    false
 }

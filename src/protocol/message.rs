@@ -38,42 +38,6 @@ pub mod code {
     pub const LIMIT_EXCEEDED: i64 = -32005;
 }
 
-/// The deepest nesting of arrays and objects mcpmux (and serde_json, by default)
-/// reads.
-pub const MAX_NESTING: usize = 128;
-
-/// Whether the (valid) JSON text nests arrays and objects deeper than `max`. A plain
-/// scan, no allocation: raw members are kept unparsed, so their depth is not otherwise
-/// checked.
-pub fn nests_deeper_than(json: &str, max: usize) -> bool {
-    let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for b in json.bytes() {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                if depth > max {
-                    return true;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    false
-}
-
 /// What kind of JSON-RPC message this is, decided once at parse time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
@@ -146,6 +110,9 @@ pub struct Message {
     /// through untouched is not serialized again).
     src: Option<Arc<str>>,
     unchanged: bool,
+    /// The request's `Mcp-Name` value, once read ([`Message::mcp_name_with`]); reset
+    /// when `params` changes.
+    name: std::sync::OnceLock<Option<Box<str>>>,
 }
 
 /// A member's text: a span of the message's `src` (parsing copies nothing per member),
@@ -358,6 +325,7 @@ impl Message {
             method,
             src,
             unchanged: false,
+            name: std::sync::OnceLock::new(),
         })
     }
 
@@ -404,6 +372,9 @@ impl Message {
 
     fn put(&mut self, name: &str, value: Member) {
         self.unchanged = false;
+        if name == "params" {
+            self.name = std::sync::OnceLock::new();
+        }
         match self.members.iter_mut().find(|(k, _)| &**k == name) {
             Some(slot) => slot.1 = value,
             None => self.members.push((key(name), value)),
@@ -422,6 +393,27 @@ impl Message {
         self.put("params", Member::Own(raw.into()));
     }
 
+    /// The request's `Mcp-Name` value: read by `read` the first time it is asked for,
+    /// then kept with the message (the edge, the hub and routing each need it).
+    pub(crate) fn mcp_name_with(&self, read: impl FnOnce(&Self) -> Option<String>) -> Option<&str> {
+        self.name
+            .get_or_init(|| read(self).map(String::into_boxed_str))
+            .as_deref()
+    }
+
+    /// Sets `params` to JSON text the caller built (and vouches for: it is not checked
+    /// again).
+    pub(crate) fn set_params_text(&mut self, text: String) {
+        self.set_member_text("params", text);
+    }
+
+    /// Sets member `name` (not `id`) to JSON text the caller built (and vouches for: it
+    /// is not checked again).
+    pub(crate) fn set_member_text(&mut self, name: &str, text: String) {
+        debug_assert!(name != "id", "an id is set with set_id");
+        self.put(name, Member::Own(text.into()));
+    }
+
     /// Compact JSON text of the whole message, members in their original order.
     pub fn to_json(&self) -> String {
         let mut out = String::with_capacity(
@@ -436,15 +428,8 @@ impl Message {
             if i > 0 {
                 out.push(',');
             }
-            // Keys came from valid JSON and were unescaped: re-escape them (the
-            // usual plain key without an allocation).
-            if k.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-                out.push('"');
-                out.push_str(k);
-                out.push('"');
-            } else {
-                out.push_str(&serde_json::to_string(&**k).expect("strings serialize"));
-            }
+            // Keys came from valid JSON and were unescaped: re-escaped.
+            super::push_key(&mut out, k);
             out.push(':');
             out.push_str(self.text(v));
         }
@@ -532,6 +517,7 @@ impl Message {
             method: None,
             src: None,
             unchanged: false,
+            name: std::sync::OnceLock::new(),
         }
     }
 }

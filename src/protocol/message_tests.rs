@@ -1,6 +1,7 @@
 //! Envelope parsing and rewriting, without I/O.
 
 use super::*;
+use crate::protocol::{nests_deeper_than, MAX_NESTING};
 
 #[test]
 fn nesting_depth_is_counted_outside_strings() {

@@ -11,9 +11,8 @@ pub mod stateless;
 pub mod tag;
 pub mod tool_headers;
 
-pub use message::{
-    code, nests_deeper_than, Incoming, Kind, Message, ParseError, Raw, RawId, MAX_NESTING,
-};
+pub use members::{nests_deeper_than, object_members, push_key, MAX_NESTING};
+pub use message::{code, Incoming, Kind, Message, ParseError, Raw, RawId};
 
 /// Protocol versions of the handshake era that mcpmux speaks, newest first.
 pub const SUPPORTED_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];

@@ -57,6 +57,10 @@ pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>)
         return bytes;
     };
     if let Some(result) = msg.result() {
+        if let Some(text) = typed_in_place(result.get(), hints) {
+            msg.set_member_text("result", text);
+            return msg.to_bytes();
+        }
         // Only the result's top-level members are read: its content stays unparsed.
         let Ok(mut members) = serde_json::from_str::<RawMembers>(result.get()) else {
             return bytes;
@@ -134,6 +138,31 @@ pub fn read_uri(msg: &Message) -> Option<String> {
         .map(|p| p.uri)
 }
 
+/// The usual result: an object whose text spells neither `resultType` nor (with hints
+/// to add) `ttlMs`, and holds no escape that could spell them. Then neither member is
+/// there, and the era's members go in front of the others, every byte of which stays
+/// as it was. `None` for any other result (read member by member instead).
+fn typed_in_place(result: &str, hints: Option<CacheHints>) -> Option<String> {
+    let rest = result.strip_prefix('{')?;
+    if result.contains('\\')
+        || result.contains("\"resultType\"")
+        || (hints.is_some() && result.contains("\"ttlMs\""))
+    {
+        return None;
+    }
+    let mut out = String::with_capacity(result.len() + 64);
+    out.push_str(r#"{"resultType":"complete""#);
+    if let Some(h) = hints {
+        let scope = if h.private { "private" } else { "public" };
+        out.push_str(&format!(r#","ttlMs":{},"cacheScope":"{scope}""#, h.ttl_ms));
+    }
+    if !rest.trim_start().starts_with('}') {
+        out.push(',');
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,6 +220,20 @@ mod tests {
         );
         assert_eq!(v["result"]["resultType"], "complete");
         assert!(v["result"].get("ttlMs").is_none());
+        // An empty result, and one whose text mentions the names only below its top
+        // level (read member by member): typed all the same.
+        for (text, members) in [
+            (r#"{"jsonrpc":"2.0","id":1,"result":{ }}"#, 3),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"text":"\"resultType\""}]}}"#,
+                4,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1,"result":{"x":{"ttlMs":1}}}"#, 4),
+        ] {
+            let v = shaped(text, h, None);
+            assert_eq!(v["result"]["resultType"], "complete", "{text}");
+            assert_eq!(v["result"].as_object().unwrap().len(), members, "{text}");
+        }
     }
 
     #[test]

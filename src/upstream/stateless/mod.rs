@@ -15,21 +15,21 @@
 //! does I/O, never blocks; the `_meta` it writes replaces only the era's own keys.
 
 pub(crate) mod bridge;
+mod envelope;
 pub(crate) mod listen;
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use super::{RequestCtx, UpstreamCmd};
 use crate::protocol::listen::ListenFilter;
-use crate::protocol::message::{raw_json, RawMembers};
-use crate::protocol::stateless::{code as modern_code, meta, MODERN_VERSION};
+use crate::protocol::stateless::{code as modern_code, meta, name_member, MODERN_VERSION};
 use crate::protocol::{code, methods, Kind, Message, RawId};
 use crate::upstream::Related;
 use bridge::{BridgeAction, Bridges};
+use envelope::{envelope_raw, envelope_text};
 use listen::{Flags, ListenAction, Listens};
 
 /// What the core wants done.
@@ -221,8 +221,13 @@ impl StatelessSession {
             Some(c) => c.log_level.as_deref(),
             None => self.log_level.as_deref(),
         };
-        let params = envelope_raw(msg.params().map(|p| p.get()), caps, level);
-        msg.set_member("params", params);
+        let member = msg.method().and_then(name_member);
+        let (params, name) = envelope_text(msg.params().map(|p| p.get()), caps, level, member);
+        msg.set_params_text(params);
+        if let Some(name) = name {
+            // What the request's `Mcp-Name` header will say, read on the way.
+            msg.mcp_name_with(|_| name);
+        }
     }
 
     /// A message from the server (`related` as the transport knows it).
@@ -375,40 +380,6 @@ impl StatelessSession {
 /// The params of a `server/discover` probe (or any request mcpmux makes itself).
 pub(crate) fn discover_params(capabilities: &Value) -> Value {
     serde_json::from_str(envelope_raw(None, capabilities, None).get()).expect("JSON text")
-}
-
-/// `params` (text; a non-object counts as `{}`) with the era's keys set in its `_meta`
-/// (a `_meta` that is not an object is replaced), every other member of both kept as
-/// its text.
-fn envelope_raw(
-    params: Option<&str>,
-    capabilities: &Value,
-    log_level: Option<&str>,
-) -> Box<RawValue> {
-    let members = |text: Option<&str>| {
-        text.and_then(|t| serde_json::from_str::<RawMembers>(t).ok())
-            .unwrap_or_default()
-    };
-    let mut params = members(params);
-    let mut m = members(params.get("_meta").map(|r| r.get()));
-    m.insert(
-        meta::PROTOCOL_VERSION.into(),
-        raw_json(&json!(MODERN_VERSION)),
-    );
-    m.insert(meta::CLIENT_CAPABILITIES.into(), raw_json(capabilities));
-    m.insert(
-        meta::CLIENT_INFO.into(),
-        raw_json(&json!({"name": "mcpmux", "version": env!("CARGO_PKG_VERSION")})),
-    );
-    match log_level {
-        Some(l) => m.insert(meta::LOG_LEVEL.into(), raw_json(&json!(l))),
-        None => m.remove(meta::LOG_LEVEL),
-    };
-    params.insert(
-        "_meta".into(),
-        serde_json::value::to_raw_value(&m).expect("encodes"),
-    );
-    serde_json::value::to_raw_value(&params).expect("encodes")
 }
 
 /// Removes `_meta[subscriptionId]` from a notification (mcpmux's own listen's tag,

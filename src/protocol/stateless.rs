@@ -55,33 +55,17 @@ pub struct RequestMeta {
 
 /// Reads the per-request fields of `params._meta` (absent ones are `None`).
 pub fn request_meta(msg: &Message) -> RequestMeta {
-    let Some(params) = msg.params().map(|p| p.get()).filter(|p| may_have_meta(p)) else {
-        return RequestMeta::default();
-    };
-    // The usual params: two levels read member by member, only the three values
-    // parsed.
-    if let Some(top) = super::object_members(params) {
-        let Some((_, m)) = top.iter().find(|(k, _)| k == "_meta") else {
-            return RequestMeta::default();
-        };
-        if let Some(m) = super::object_members(m.get()) {
-            let get = |key: &str| m.iter().find(|(k, _)| k == key).map(|(_, v)| v.get());
-            let string = |key: &str| get(key).and_then(|t| serde_json::from_str(t).ok());
-            return RequestMeta {
-                protocol_version: string(meta::PROTOCOL_VERSION),
-                client_capabilities: get(meta::CLIENT_CAPABILITIES)
-                    .and_then(|t| serde_json::from_str(t).ok()),
-                log_level: string(meta::LOG_LEVEL),
-            };
-        }
-    }
-    // A member named twice, or a `_meta` that is no object.
     #[derive(Deserialize)]
     struct P {
         #[serde(rename = "_meta", default)]
         meta: Option<serde_json::Map<String, Value>>,
     }
-    let Some(m) = serde_json::from_str::<P>(params).ok().and_then(|p| p.meta) else {
+    let Some(m) = msg
+        .params()
+        .filter(|p| may_have_meta(p.get()))
+        .and_then(|p| serde_json::from_str::<P>(p.get()).ok())
+        .and_then(|p| p.meta)
+    else {
         return RequestMeta::default();
     };
     RequestMeta {

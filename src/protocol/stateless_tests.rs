@@ -180,6 +180,23 @@ fn mcp_name_reads_its_member_and_skips_the_rest() {
 }
 
 #[test]
+fn mcp_name_is_kept_until_the_params_change() {
+    let mut call = req("tools/call", json!({"name": "a", "arguments": {}}));
+    assert_eq!(mcp_name(&call).as_deref(), Some("a"));
+    assert_eq!(mcp_name(&call).as_deref(), Some("a"));
+    // Each way of setting `params` forgets what was read (routing renames a tool).
+    call.set_params(&json!({"name": "b"}));
+    assert_eq!(mcp_name(&call).as_deref(), Some("b"));
+    call.set_params_text(r#"{"name":"c"}"#.to_owned());
+    assert_eq!(mcp_name(&call).as_deref(), Some("c"));
+    call.set_member(
+        "params",
+        serde_json::value::to_raw_value(&json!({})).unwrap(),
+    );
+    assert_eq!(mcp_name(&call), None);
+}
+
+#[test]
 fn param_annotations_are_found_at_any_depth() {
     let flat = json!({"properties": {"q": {"type": "string", "x-mcp-header": "Q"}}});
     let deep = json!({"properties": {"a": {"properties": {"b": {"x-mcp-header": "B"}}}}});

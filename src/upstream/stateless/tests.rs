@@ -96,6 +96,11 @@ fn requests_carry_the_envelope_with_the_clients_facts() {
     assert_eq!(m["io.modelcontextprotocol/logLevel"], "debug");
     assert_eq!(m["io.modelcontextprotocol/clientInfo"]["name"], "mcpmux");
     assert_eq!(param_headers, &vec![("region".to_owned(), "eu".to_owned())]);
+    // The envelope's pass read the tool's name for the POST's `Mcp-Name`.
+    assert_eq!(
+        crate::protocol::stateless::mcp_name(msg).as_deref(),
+        Some("t")
+    );
 }
 
 #[test]

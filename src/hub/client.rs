@@ -429,8 +429,16 @@ impl Hub {
         self.push_response(client, id, m);
     }
 
+    /// Queues a response for a client; a stateless client's keeps the message, which
+    /// its edge reads to shape it.
     pub(super) fn push_response(&mut self, client: ClientId, id: &RawId, m: Message) {
-        self.push_response_bytes(client, id.clone(), m.to_bytes());
+        if !self.is_stateless(client) {
+            return self.push_response_bytes(client, id.clone(), m.to_bytes());
+        }
+        let hints = self.response_hints(client, id);
+        let out = Outbound::parsed_response(m, id.clone(), hints);
+        self.trace_response(client, id, &out.bytes);
+        self.push(client, out);
     }
 
     /// Queues an already-serialized response to the client's request `id` (with the

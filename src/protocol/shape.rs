@@ -13,7 +13,6 @@
 use bytes::Bytes;
 use serde_json::{json, Value};
 
-use super::message::{raw_json, RawMembers};
 use super::{code, Message};
 
 /// How long, and by whom, a result may be reused: the smallest TTL of the upstreams
@@ -53,37 +52,28 @@ impl CacheHints {
 /// order.
 #[must_use]
 pub fn response(bytes: Bytes, hints: Option<CacheHints>, read_uri: Option<&str>) -> Bytes {
-    let Ok(mut msg) = Message::parse(&bytes) else {
-        return bytes;
-    };
+    match Message::parse(&bytes) {
+        Ok(msg) => response_parsed(msg, bytes, hints, read_uri),
+        Err(_) => bytes,
+    }
+}
+
+/// [`response`] of a message already parsed (the hub's, kept with the answer for the
+/// edge), whose wire bytes are `bytes`: its text is not read again.
+#[must_use]
+pub fn response_parsed(
+    mut msg: Message,
+    bytes: Bytes,
+    hints: Option<CacheHints>,
+    read_uri: Option<&str>,
+) -> Bytes {
     if let Some(result) = msg.result() {
-        if let Some(text) = typed_in_place(result.get(), hints) {
-            msg.set_member_text("result", text);
-            return msg.to_bytes();
-        }
-        // Only the result's top-level members are read: its content stays unparsed.
-        let Ok(mut members) = serde_json::from_str::<RawMembers>(result.get()) else {
-            return bytes;
-        };
-        let typed = members.contains_key("resultType");
-        let hinted = members.contains_key("ttlMs");
-        if typed && (hints.is_none() || hinted) {
-            return bytes;
-        }
-        if !typed {
-            members.insert("resultType".into(), raw_json(&json!("complete")));
-        }
-        if let (Some(h), false) = (hints, hinted) {
-            members.insert("ttlMs".into(), raw_json(&json!(h.ttl_ms)));
-            let scope = if h.private { "private" } else { "public" };
-            members.insert("cacheScope".into(), raw_json(&json!(scope)));
-        }
-        return match serde_json::value::to_raw_value(&members) {
-            Ok(raw) => {
-                msg.set_member("result", raw);
+        return match typed(result.get(), hints) {
+            Some(text) => {
+                msg.set_member_text("result", text);
                 msg.to_bytes()
             }
-            Err(_) => bytes,
+            None => bytes,
         };
     }
     let Some(error) = msg.error() else {
@@ -138,23 +128,40 @@ pub fn read_uri(msg: &Message) -> Option<String> {
         .map(|p| p.uri)
 }
 
-/// The usual result: an object whose text spells neither `resultType` nor (with hints
-/// to add) `ttlMs`, and holds no escape that could spell them. Then neither member is
-/// there, and the era's members go in front of the others, every byte of which stays
-/// as it was. `None` for any other result (read member by member instead).
-fn typed_in_place(result: &str, hints: Option<CacheHints>) -> Option<String> {
+/// The result with the era's members written in front of its own, every byte of
+/// which stays as it was: `resultType` unless it has one, and with hints `ttlMs` and
+/// `cacheScope` unless it has a `ttlMs`. `None` when there is nothing to add, or the
+/// result is no object (or names a member twice): then it passes as it came.
+fn typed(result: &str, hints: Option<CacheHints>) -> Option<String> {
     let rest = result.strip_prefix('{')?;
-    if result.contains('\\')
+    // The usual result's text spells neither name (nor holds an escape that could):
+    // then neither member is there, and the members are not read.
+    let (has_type, has_ttl) = if result.contains('\\')
         || result.contains("\"resultType\"")
         || (hints.is_some() && result.contains("\"ttlMs\""))
     {
+        let members = super::object_members(result)?;
+        let has = |name: &str| members.iter().any(|(k, _)| k == name);
+        (has("resultType"), has("ttlMs"))
+    } else {
+        (false, false)
+    };
+    let add_hints = hints.filter(|_| !has_ttl);
+    if has_type && add_hints.is_none() {
         return None;
     }
     let mut out = String::with_capacity(result.len() + 64);
-    out.push_str(r#"{"resultType":"complete""#);
-    if let Some(h) = hints {
+    out.push('{');
+    if !has_type {
+        out.push_str(r#""resultType":"complete""#);
+    }
+    if let Some(h) = add_hints {
         let scope = if h.private { "private" } else { "public" };
-        out.push_str(&format!(r#","ttlMs":{},"cacheScope":"{scope}""#, h.ttl_ms));
+        let sep = if has_type { "" } else { "," };
+        out.push_str(&format!(
+            r#"{sep}"ttlMs":{},"cacheScope":"{scope}""#,
+            h.ttl_ms
+        ));
     }
     if !rest.trim_start().starts_with('}') {
         out.push(',');
@@ -254,6 +261,27 @@ mod tests {
         let text = std::str::from_utf8(&out).unwrap();
         assert!(text.contains(r#"[ {"text":"\u00e9"} ]"#), "{text}");
         assert!(text.contains(r#""resultType":"complete""#), "{text}");
+    }
+
+    #[test]
+    fn typed_results_get_the_hints_and_odd_ones_pass_as_they_came() {
+        let h = Some(CacheHints {
+            ttl_ms: 7,
+            private: true,
+        });
+        // Typed already: the hints go in front, and `resultType` stays the only one.
+        let v = shaped(
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#,
+            h,
+            None,
+        );
+        assert_eq!(v["result"]["ttlMs"], 7);
+        assert_eq!(v["result"]["cacheScope"], "private");
+        assert_eq!(v["result"].as_object().unwrap().len(), 4);
+        // A result that names a member twice is passed on as it came.
+        let text = r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","a":1,"a":2}}"#;
+        let out = response(Bytes::from_static(text.as_bytes()), h, None);
+        assert_eq!(&out[..], text.as_bytes());
     }
 
     #[test]

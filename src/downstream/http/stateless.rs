@@ -185,7 +185,10 @@ async fn answer(outbox: &Outbox, id: &RawId, read_uri: Option<&str>) -> Option<b
         for o in batch.drain(..) {
             if o.kind == OutKind::Response && o.related.as_ref() == Some(id) {
                 let hints = o.hints;
-                return Some(shape::response(o.into_bytes(), hints, read_uri));
+                return Some(match o.into_parsed() {
+                    (bytes, Some(msg)) => shape::response_parsed(msg, bytes, hints, read_uri),
+                    (bytes, None) => shape::response(bytes, hints, read_uri),
+                });
             }
         }
         outbox.ready().await;

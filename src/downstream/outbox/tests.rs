@@ -1,6 +1,9 @@
 //! The outbox's policy and its batch push, without a transport.
 
 use super::*;
+use crate::protocol::RawId;
+use crate::state::ids::SubKey;
+use bytes::Bytes;
 
 fn msg(kind: OutKind, text: &str) -> Outbound {
     Outbound::new(Bytes::from(text.to_owned()), kind, None)

@@ -585,3 +585,48 @@ async fn a_shared_outbox_client_that_goes_leaves_its_end_mark_after_its_messages
     let v = session.call("ping", json!({})).await;
     assert_eq!(v["result"], json!({}), "{v}");
 }
+
+/// A stateless client's answer keeps the message its bytes were made from (its edge
+/// shapes it without parsing it again); a session client's carries only bytes.
+#[tokio::test]
+async fn a_stateless_answer_keeps_its_parsed_message() {
+    let mut r = rig().await;
+    let outbox = Outbox::new(64);
+    let kind = ClientKind::Stateless {
+        capabilities: json!({}),
+        log_level: None,
+        shared_outbox: None,
+        param_headers: None,
+    };
+    let modern = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
+    let id = RawId::from_u64(7);
+    let call = Message::request(&id, "tools/call", Some(&json!({"name": "echo"})));
+    r.hub.client_message(modern, call).await.unwrap();
+    let up = r.upstream_msgs().await;
+    assert_eq!(methods_of(&up), ["tools/call"]);
+    let answer = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"content":[]}}}}"#,
+        up[0].id().unwrap().as_json()
+    );
+    r.inject(Message::parse(answer.as_bytes()).unwrap()).await;
+    r.sync().await;
+    let mut out = vec![];
+    outbox.drain(&mut out).unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    let (bytes, parsed) = out.pop().unwrap().into_parsed();
+    let parsed = parsed.expect("the message is kept");
+    assert_eq!(parsed.id(), Some(&id));
+    assert_eq!(parsed.to_bytes(), bytes);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&bytes).unwrap(),
+        json!({"jsonrpc": "2.0", "id": 7, "result": {"content": []}})
+    );
+
+    let mut session = r.client(json!({})).await;
+    session.send("ping", json!({})).await;
+    r.sync().await;
+    let mut out = vec![];
+    session.outbox.drain(&mut out).unwrap();
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert!(out.pop().unwrap().into_parsed().1.is_none());
+}

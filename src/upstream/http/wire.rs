@@ -234,21 +234,25 @@ pub(super) async fn read_json(
 /// its response as newline-delimited JSON, and a listen's notifications the same way,
 /// on a chunked body that stays open). Each text is bounded by `max` bytes.
 pub(super) struct JsonTexts {
-    chunks: Chunks,
+    body: super::client::Body,
     buf: BytesMut,
     max: usize,
     upstream: String,
     done: bool,
+    /// `buf` holds all the body has left (its last chunk is in): read as one text,
+    /// without first scanning for where it ends.
+    whole: bool,
 }
 
 impl JsonTexts {
     pub(super) fn new(resp: Response, max: usize, upstream: &str) -> Self {
         JsonTexts {
-            chunks: chunks(resp),
+            body: resp.into_body(),
             buf: BytesMut::new(),
             max,
             upstream: upstream.to_owned(),
             done: false,
+            whole: false,
         }
     }
 
@@ -259,6 +263,22 @@ impl JsonTexts {
     /// ends inside a text.
     pub(super) async fn next(&mut self) -> Option<Result<Vec<Message>, String>> {
         loop {
+            if std::mem::take(&mut self.whole) {
+                // The usual body: one text, complete. Parsed once; a body of several
+                // texts in a row fails here and is split below.
+                let start = self.buf.iter().position(|b| !b.is_ascii_whitespace());
+                let Some(start) = start else {
+                    self.done = true;
+                    return None;
+                };
+                if let Ok(i @ (Incoming::Single(Ok(_)) | Incoming::Batch(_))) =
+                    Incoming::parse(self.buf[start..].trim_ascii_end())
+                {
+                    self.done = true;
+                    self.buf.clear();
+                    return Some(Ok(split(i, &self.upstream)));
+                }
+            }
             match next_text(&self.buf) {
                 Ok(Some((text, used))) => {
                     let msgs = Incoming::parse(text)
@@ -277,7 +297,7 @@ impl JsonTexts {
             if self.done {
                 return None;
             }
-            match self.chunks.next().await {
+            match self.next_chunk().await {
                 Some(Ok(chunk)) => {
                     if self.buf.len() + chunk.len() > self.max {
                         self.done = true;
@@ -288,6 +308,7 @@ impl JsonTexts {
                         )));
                     }
                     self.buf.extend_from_slice(&chunk);
+                    self.whole = hyper::body::Body::is_end_stream(&self.body);
                 }
                 Some(Err(e)) => {
                     self.done = true;
@@ -305,6 +326,22 @@ impl JsonTexts {
                             .map_err(|e| format!("unreadable JSON response: {e}")),
                     );
                 }
+            }
+        }
+    }
+}
+
+impl JsonTexts {
+    /// The body's next data chunk (trailers are skipped); `None` at its end.
+    async fn next_chunk(&mut self) -> Option<Result<Bytes, super::client::BoxError>> {
+        use http_body_util::BodyExt;
+        loop {
+            match self.body.frame().await? {
+                Ok(frame) => match frame.into_data() {
+                    Ok(data) => return Some(Ok(data)),
+                    Err(_) => continue,
+                },
+                Err(e) => return Some(Err(e)),
             }
         }
     }
@@ -459,35 +496,5 @@ impl EventSizeGuard {
 }
 
 #[cfg(test)]
-mod guard_tests {
-    use super::EventSizeGuard;
-
-    #[test]
-    fn event_size_guard_resets_at_blank_lines() {
-        let mut g = EventSizeGuard::new(10);
-        assert!(g.check(b"data: 1234\n\n").is_ok(), "exactly the limit");
-        assert!(g.check(b"data: 12345\n\n").is_err(), "one byte over");
-        let mut g = EventSizeGuard::new(20);
-        for _ in 0..100 {
-            assert!(g.check(b"data: 12345\r\n\r\n").is_ok());
-        }
-        assert!(g.check(b"data: 12345\ndata: 1234567890\n").is_err());
-    }
-
-    #[test]
-    fn json_texts_split_at_value_boundaries() {
-        let body = b" {\"a\":\n 1}\n{\"b\":[2,\n3]}\n\n[{\"c\":4}] {\"d\"";
-        let (t, used) = super::next_text(body).unwrap().unwrap();
-        assert_eq!(t, b"{\"a\":\n 1}");
-        let rest = &body[used..];
-        let (t, used2) = super::next_text(rest).unwrap().unwrap();
-        assert_eq!(t, b"{\"b\":[2,\n3]}");
-        let rest = &rest[used2..];
-        let (t, used3) = super::next_text(rest).unwrap().unwrap();
-        assert_eq!(t, b"[{\"c\":4}]");
-        // An unfinished text waits for more bytes; garbage is an error.
-        assert!(super::next_text(&rest[used3..]).unwrap().is_none());
-        assert!(super::next_text(b"  \n").unwrap().is_none());
-        assert!(super::next_text(b"{\"a\" 1}").is_err());
-    }
-}
+#[path = "wire_tests.rs"]
+mod tests;

@@ -103,28 +103,28 @@ impl Outbound {
 
     /// A response to the request `id`, with the cache hints of its result.
     pub fn response(bytes: Bytes, id: RawId, hints: Option<CacheHints>) -> Outbound {
-        Outbound(Arc::new(Parts {
-            one_line: is_one_line(&bytes),
-            bytes,
-            kind: OutKind::Response,
-            related: Some(id),
-            hints,
-            parsed: None,
-            listen_tagged: OnceLock::new(),
-        }))
+        Self::answer(bytes, id, hints, None)
     }
 
     /// [`Outbound::response`] that keeps the message its bytes were made from, for an
     /// edge that reads it again (a stateless client's, which shapes it).
     pub fn parsed_response(msg: Message, id: RawId, hints: Option<CacheHints>) -> Outbound {
-        let bytes = msg.to_bytes();
+        Self::answer(msg.to_bytes(), id, hints, Some(Box::new(msg)))
+    }
+
+    fn answer(
+        bytes: Bytes,
+        id: RawId,
+        hints: Option<CacheHints>,
+        parsed: Option<Box<Message>>,
+    ) -> Outbound {
         Outbound(Arc::new(Parts {
             one_line: is_one_line(&bytes),
             bytes,
             kind: OutKind::Response,
             related: Some(id),
             hints,
-            parsed: Some(Box::new(msg)),
+            parsed,
             listen_tagged: OnceLock::new(),
         }))
     }

@@ -194,12 +194,7 @@ async fn a_burst_to_many_listen_ids_is_split_by_the_copies_it_makes() {
     let mut listens = vec![];
     for id in 1..=40u64 {
         let outbox = Outbox::new(4096);
-        let kind = ClientKind::Stateless {
-            capabilities: json!({}),
-            log_level: None,
-            shared_outbox: None,
-            param_headers: None,
-        };
+        let kind = stateless_kind(None);
         let client = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
         let params = json!({"notifications": {"resourceSubscriptions": ["test://a"]}});
         let listen = Message::request(&RawId::from_u64(id), "subscriptions/listen", Some(&params));

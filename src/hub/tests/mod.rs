@@ -266,6 +266,17 @@ impl Client {
     }
 }
 
+/// A stateless (2026-07-28) client with no capabilities, on its own outbox or (with
+/// `shared_outbox`) on a stdio connection's.
+fn stateless_kind(shared_outbox: Option<RawId>) -> ClientKind {
+    ClientKind::Stateless {
+        capabilities: json!({}),
+        log_level: None,
+        shared_outbox,
+        param_headers: None,
+    }
+}
+
 fn methods_of(msgs: &[Message]) -> Vec<&str> {
     msgs.iter().filter_map(Message::method).collect()
 }

@@ -542,12 +542,7 @@ async fn a_shared_outbox_client_that_goes_leaves_its_end_mark_after_its_messages
     let outbox = Outbox::new(64);
     let mut session = r.client_on(outbox.clone(), json!({})).await;
     let id = RawId::from_u64(7);
-    let kind = ClientKind::Stateless {
-        capabilities: json!({}),
-        log_level: None,
-        shared_outbox: Some(id.clone()),
-        param_headers: None,
-    };
+    let kind = stateless_kind(Some(id.clone()));
     let modern = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
     let params = json!({"name": "echo", "_meta": {"progressToken": "p"}});
     let call = Message::request(&id, "tools/call", Some(&params));
@@ -592,12 +587,7 @@ async fn a_shared_outbox_client_that_goes_leaves_its_end_mark_after_its_messages
 async fn a_stateless_answer_keeps_its_parsed_message() {
     let mut r = rig().await;
     let outbox = Outbox::new(64);
-    let kind = ClientKind::Stateless {
-        capabilities: json!({}),
-        log_level: None,
-        shared_outbox: None,
-        param_headers: None,
-    };
+    let kind = stateless_kind(None);
     let modern = r.hub.clients().open(outbox.clone(), kind).await.unwrap();
     let id = RawId::from_u64(7);
     let call = Message::request(&id, "tools/call", Some(&json!({"name": "echo"})));
